@@ -1,0 +1,509 @@
+"""Checkpoints: read, validate and write target (Hugging Face) and drafter (z-lab DFlash) directories.
+
+Everything here runs before any model is built, so a bad directory fails fast with one error that names the field
+and the fix. Weights are safetensors only (never unpickled); configs are parsed by transformers' own config classes
+(no remote code) so old- and new-style fields (`rope_scaling` vs `rope_parameters`, `torch_dtype` vs `dtype`) both work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dflash_trt.errors import CheckpointError
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+DRAFTER_ARCHITECTURE = "DFlashDraftModel"
+
+# architecture name -> family. A family fixes the tensor layout and a few switches (q/k norms).
+TARGET_ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama"}
+# RoPE variants that are a fixed function of position. "dynamic"/"longrope" change with sequence length at run time.
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Config parsing
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def read_config_json(directory: str | os.PathLike, what: str) -> dict[str, Any]:
+    """The raw config.json of a checkpoint directory, or a CheckpointError saying what is wrong with it."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{what} directory {str(directory)!r} does not exist; pass the path of a checkpoint directory")
+    path = directory / CONFIG_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{what} directory {str(directory)!r} has no {CONFIG_NAME}; it must be a Hugging Face-style checkpoint directory")
+    try:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{what} {path}: not valid JSON ({err}); repair or re-export the config") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{what} {path}: expected a JSON object at top level")
+    return raw
+
+
+def _hf_config(raw: dict[str, Any], what: str, path: Path):
+    """Build transformers' config object for `raw` (no remote code: only model types transformers ships)."""
+    from transformers import AutoConfig
+
+    model_type = raw.get("model_type")
+    if not isinstance(model_type, str):
+        raise CheckpointError(f"{what} {path}: field 'model_type' is missing; add e.g. \"model_type\": \"qwen3\"")
+    fields = {k: v for k, v in raw.items() if k not in ("model_type", "transformers_version", "auto_map")}
+    try:
+        return AutoConfig.for_model(model_type, **fields)
+    except (ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{what} {path}: transformers cannot parse this config ({err}); check 'model_type' and its fields") from None
+
+
+def _require_int(raw: dict[str, Any], name: str, what: str, path: Path, minimum: int = 1) -> int:
+    value = raw.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise CheckpointError(f"{what} {path}: field '{name}' must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def rope_parameters(hf_config) -> dict[str, Any]:
+    """RoPE parameters in transformers-5 form ({rope_type, rope_theta, ...}) from a config of either generation."""
+    params = getattr(hf_config, "rope_parameters", None)
+    if params:  # transformers >= 5 standardizes old `rope_scaling` + `rope_theta` into this
+        return dict(params)
+    params = dict(getattr(hf_config, "rope_scaling", None) or {})
+    params["rope_type"] = params.get("rope_type", params.get("type", "default"))
+    params["rope_theta"] = getattr(hf_config, "rope_theta", 10000.0)
+    return params
+
+
+def _checkpoint_dtype(raw: dict[str, Any]) -> torch.dtype:
+    name = raw.get("dtype") or raw.get("torch_dtype") or "float32"
+    return DTYPES.get(str(name).replace("torch.", ""), torch.float32)
+
+
+@dataclass
+class DecoderShape:
+    """What the target and the drafter decoders have in common."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    vocab_size: int
+    attention_bias: bool
+    rope: dict[str, Any]
+    dtype: torch.dtype
+    hf_config: Any = field(repr=False, compare=False)
+
+
+def _decoder_shape(raw: dict[str, Any], hf, what: str, path: Path) -> dict[str, Any]:
+    for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        _require_int(raw, name, what, path)
+    heads = raw["num_attention_heads"]
+    kv_heads = raw.get("num_key_value_heads") or heads
+    if heads % kv_heads:
+        raise CheckpointError(f"{what} {path}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
+    head_dim = raw.get("head_dim") or raw["hidden_size"] // heads
+    rope = rope_parameters(hf)
+    if rope.get("rope_type", "default") not in STATIC_ROPE_TYPES:
+        raise CheckpointError(
+            f"{what} {path}: rope type {rope.get('rope_type')!r} is not supported (supported: {', '.join(STATIC_ROPE_TYPES)})"
+        )
+    layer_types = raw.get("layer_types") or ["full_attention"] * raw["num_hidden_layers"]
+    if raw.get("use_sliding_window") or any(t != "full_attention" for t in layer_types):
+        raise CheckpointError(
+            f"{what} {path}: field 'layer_types' has sliding-window layers {sorted(set(layer_types))}; dflash-trt supports "
+            "full-attention layers only: set use_sliding_window=false and layer_types to all \"full_attention\""
+        )
+    return dict(
+        hidden_size=raw["hidden_size"],
+        intermediate_size=raw["intermediate_size"],
+        num_hidden_layers=raw["num_hidden_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+        vocab_size=raw["vocab_size"],
+        attention_bias=bool(raw.get("attention_bias", False)),
+        rope=rope,
+        dtype=_checkpoint_dtype(raw),
+        hf_config=hf,
+    )
+
+
+@dataclass
+class TargetConfig(DecoderShape):
+    family: str = "qwen3"
+    mlp_bias: bool = False
+    tie_word_embeddings: bool = False
+    eos_token_ids: tuple[int, ...] = ()
+
+    @property
+    def qk_norm(self) -> bool:
+        return self.family == "qwen3"
+
+
+def load_target_config(directory: str | os.PathLike) -> TargetConfig:
+    directory = Path(directory)
+    raw = read_config_json(directory, "target")
+    path = directory / CONFIG_NAME
+    archs = raw.get("architectures") or []
+    family = next((TARGET_ARCHITECTURES[a] for a in archs if a in TARGET_ARCHITECTURES), None)
+    if family is None:
+        raise CheckpointError(
+            f"target {path}: field 'architectures' = {archs!r} is not supported; supported: {sorted(TARGET_ARCHITECTURES)}"
+        )
+    hf = _hf_config(raw, "target", path)
+    eos = raw.get("eos_token_id")
+    eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+    generation_config = directory / "generation_config.json"
+    if generation_config.is_file():
+        try:
+            gen_eos = json.loads(generation_config.read_text()).get("eos_token_id")
+        except json.JSONDecodeError:
+            gen_eos = None
+        eos_ids += [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+    return TargetConfig(
+        **_decoder_shape(raw, hf, "target", path),
+        family=family,
+        mlp_bias=bool(raw.get("mlp_bias", False)),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+        eos_token_ids=tuple(dict.fromkeys(int(e) for e in eos_ids)),
+    )
+
+
+def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """z-lab's default taps: evenly spaced from layer 1 to L-3, rounded; one tap sits in the middle."""
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    start, end = 1, num_target_layers - 3
+    span = end - start
+    return [int(round(start + i * span / (num_draft_layers - 1))) for i in range(num_draft_layers)]
+
+
+@dataclass
+class DrafterConfig(DecoderShape):
+    num_target_layers: int = 0
+    block_size: int = 16
+    mask_token_id: int = 0
+    target_layer_ids: list[int] = field(default_factory=list)
+
+
+def _dflash_field(raw: dict[str, Any], name: str):
+    """z-lab keeps DFlash fields under `dflash_config`; some exports put them top-level. Accept both."""
+    nested = raw.get("dflash_config") or {}
+    return nested.get(name, raw.get(name))
+
+
+def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
+    directory = Path(directory)
+    raw = read_config_json(directory, "drafter")
+    path = directory / CONFIG_NAME
+    archs = raw.get("architectures") or []
+    if DRAFTER_ARCHITECTURE not in archs:
+        raise CheckpointError(
+            f"drafter {path}: field 'architectures' = {archs!r}; a DFlash drafter must declare [\"{DRAFTER_ARCHITECTURE}\"]"
+        )
+    if raw.get("is_causal"):
+        raise CheckpointError(f"drafter {path}: field 'is_causal' = true is not the DFlash block attention; remove it")
+    hf = _hf_config(raw, "drafter", path)
+    num_target_layers = _require_int(raw, "num_target_layers", "drafter", path)
+    block_size = raw.get("block_size", _dflash_field(raw, "block_size"))
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 2:
+        raise CheckpointError(f"drafter {path}: field 'block_size' must be an integer >= 2, got {block_size!r}")
+    mask_token_id = _dflash_field(raw, "mask_token_id")
+    if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, int) or mask_token_id < 0:
+        raise CheckpointError(
+            f"drafter {path}: field 'dflash_config.mask_token_id' must be a non-negative token id, got {mask_token_id!r}"
+        )
+    layer_ids = _dflash_field(raw, "target_layer_ids")
+    if layer_ids is None:
+        layer_ids = default_target_layer_ids(num_target_layers, raw.get("num_hidden_layers", 1))
+    if not isinstance(layer_ids, list) or not layer_ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in layer_ids):
+        raise CheckpointError(f"drafter {path}: field 'dflash_config.target_layer_ids' must be a non-empty list of ints, got {layer_ids!r}")
+    return DrafterConfig(
+        **_decoder_shape(raw, hf, "drafter", path),
+        num_target_layers=num_target_layers,
+        block_size=block_size,
+        mask_token_id=mask_token_id,
+        target_layer_ids=list(layer_ids),
+    )
+
+
+def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
+    """The z-lab config.json for `cfg`: a Qwen3 config plus the DFlash fields."""
+    from transformers import Qwen3Config
+
+    qwen3 = Qwen3Config(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        head_dim=cfg.head_dim,
+        rms_norm_eps=cfg.rms_norm_eps,
+        attention_bias=cfg.attention_bias,
+        max_position_embeddings=getattr(cfg.hf_config, "max_position_embeddings", 40960),
+        tie_word_embeddings=False,
+    ).to_dict()
+    qwen3.pop("transformers_version", None)
+    # RoPE in both spellings so transformers 4.x and 5.x readers agree.
+    rope = dict(cfg.rope)
+    qwen3["rope_theta"] = rope.get("rope_theta", 10000.0)
+    scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+    qwen3["rope_scaling"] = None if scaling.get("rope_type", "default") == "default" else scaling
+    qwen3["rope_parameters"] = rope
+    qwen3.update(
+        architectures=[DRAFTER_ARCHITECTURE],
+        model_type="qwen3",
+        dtype=str(cfg.dtype).replace("torch.", ""),
+        torch_dtype=str(cfg.dtype).replace("torch.", ""),
+        num_target_layers=cfg.num_target_layers,
+        block_size=cfg.block_size,
+        dflash_config={"mask_token_id": cfg.mask_token_id, "target_layer_ids": list(cfg.target_layer_ids)},
+        layer_types=["full_attention"] * cfg.num_hidden_layers,
+        use_sliding_window=False,
+        sliding_window=None,
+    )
+    return qwen3
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Tensors
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def load_safetensors_dir(directory: str | os.PathLike, what: str, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """All tensors of a checkpoint directory: one `model.safetensors`, a sharded index, or a set of *.safetensors."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    index = directory / INDEX_NAME
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise CheckpointError(f"{what} {index}: not a valid safetensors index ({err}); re-export the checkpoint") from None
+        files = [directory / name for name in sorted(set(weight_map.values()))]
+        for f in files:
+            if not f.is_file():
+                raise CheckpointError(f"{what} {index}: names shard {f.name!r}, which is missing from {directory}; copy all shards")
+    else:
+        files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        pickles = sorted(p.name for ext in ("*.bin", "*.pt", "*.pth", "*.ckpt") for p in directory.glob(ext))
+        if pickles:
+            raise CheckpointError(
+                f"{what} {directory}: holds only pickle weights {pickles}; dflash-trt loads safetensors only "
+                "(never unpickles): convert them with safetensors.torch.save_file on a trusted machine"
+            )
+        raise CheckpointError(f"{what} {directory}: no *.safetensors weights found")
+    tensors: dict[str, torch.Tensor] = {}
+    for f in files:
+        try:
+            shard = load_file(str(f), device=str(device))
+        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"{what} {f}: not a readable safetensors file ({err}); re-export or re-copy it") from None
+        for name in shard:
+            if name in tensors:
+                raise CheckpointError(f"{what} {directory}: tensor {name!r} appears in more than one shard")
+        tensors.update(shard)
+    return tensors
+
+
+def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], what: str, directory) -> None:
+    """Missing or mis-shaped tensors: one error naming the tensor and both shapes."""
+    missing = [name for name in expected if name not in tensors]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
+        raise CheckpointError(
+            f"{what} {directory}: missing tensor(s) {shown}; the weights do not match config.json (wrong or truncated checkpoint?)"
+        )
+    for name, shape in expected.items():
+        found = tuple(tensors[name].shape)
+        if found != tuple(shape):
+            raise CheckpointError(
+                f"{what} {directory}: tensor {name!r} has shape {list(found)}, config.json implies {list(shape)}; "
+                "the weights and config.json disagree"
+            )
+
+
+def _attention_shapes(prefix: str, cfg: DecoderShape, qk_norm: bool) -> dict[str, tuple[int, ...]]:
+    h, d = cfg.hidden_size, cfg.head_dim
+    q, kv = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
+    shapes = {
+        f"{prefix}self_attn.q_proj.weight": (q, h),
+        f"{prefix}self_attn.k_proj.weight": (kv, h),
+        f"{prefix}self_attn.v_proj.weight": (kv, h),
+        f"{prefix}self_attn.o_proj.weight": (h, q),
+        f"{prefix}input_layernorm.weight": (h,),
+        f"{prefix}post_attention_layernorm.weight": (h,),
+    }
+    if cfg.attention_bias:
+        shapes.update({f"{prefix}self_attn.q_proj.bias": (q,), f"{prefix}self_attn.k_proj.bias": (kv,),
+                       f"{prefix}self_attn.v_proj.bias": (kv,), f"{prefix}self_attn.o_proj.bias": (h,)})
+    if qk_norm:
+        shapes.update({f"{prefix}self_attn.q_norm.weight": (d,), f"{prefix}self_attn.k_norm.weight": (d,)})
+    return shapes
+
+
+def _mlp_shapes(prefix: str, cfg: DecoderShape, bias: bool) -> dict[str, tuple[int, ...]]:
+    h, i = cfg.hidden_size, cfg.intermediate_size
+    shapes = {f"{prefix}mlp.gate_proj.weight": (i, h), f"{prefix}mlp.up_proj.weight": (i, h), f"{prefix}mlp.down_proj.weight": (h, i)}
+    if bias:
+        shapes.update({f"{prefix}mlp.gate_proj.bias": (i,), f"{prefix}mlp.up_proj.bias": (i,), f"{prefix}mlp.down_proj.bias": (h,)})
+    return shapes
+
+
+def target_tensor_shapes(cfg: TargetConfig) -> dict[str, tuple[int, ...]]:
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, cfg.hidden_size), "model.norm.weight": (cfg.hidden_size,)}
+    for i in range(cfg.num_hidden_layers):
+        shapes.update(_attention_shapes(f"model.layers.{i}.", cfg, cfg.qk_norm))
+        shapes.update(_mlp_shapes(f"model.layers.{i}.", cfg, cfg.mlp_bias))
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, cfg.hidden_size)
+    return shapes
+
+
+def drafter_tensor_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
+    h = cfg.hidden_size
+    shapes = {"fc.weight": (h, len(cfg.target_layer_ids) * h), "hidden_norm.weight": (h,), "norm.weight": (h,)}
+    for i in range(cfg.num_hidden_layers):
+        shapes.update(_attention_shapes(f"layers.{i}.", cfg, qk_norm=True))
+        shapes.update(_mlp_shapes(f"layers.{i}.", cfg, bias=False))
+    return shapes
+
+
+def load_target_tensors(directory, cfg: TargetConfig, device="cpu") -> dict[str, torch.Tensor]:
+    tensors = load_safetensors_dir(directory, "target", device)
+    check_tensors(tensors, target_tensor_shapes(cfg), "target", directory)
+    return tensors
+
+
+def load_drafter_tensors(directory, cfg: DrafterConfig, device="cpu") -> dict[str, torch.Tensor]:
+    tensors = load_safetensors_dir(directory, "drafter", device)
+    if tensors and all(name.startswith("model.") for name in tensors):  # tolerate exports that kept the prefix
+        tensors = {name[len("model."):]: t for name, t in tensors.items()}
+    check_tensors(tensors, drafter_tensor_shapes(cfg), "drafter", directory)
+    return tensors
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Target <-> drafter compatibility
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def check_pair(target: TargetConfig, drafter: DrafterConfig, drafter_dir="drafter") -> None:
+    """The drafter must have been built for this target. Checked before any weights are read."""
+    where = f"drafter {Path(drafter_dir) / CONFIG_NAME}"
+    if drafter.hidden_size != target.hidden_size:
+        raise CheckpointError(
+            f"{where}: field 'hidden_size' = {drafter.hidden_size} but the target's hidden_size is {target.hidden_size}; "
+            "use the drafter trained for this target"
+        )
+    if drafter.vocab_size != target.vocab_size:
+        raise CheckpointError(
+            f"{where}: field 'vocab_size' = {drafter.vocab_size} but the target's vocab_size is {target.vocab_size}; "
+            "the drafter shares the target's embedding and LM head, so they must agree"
+        )
+    if drafter.num_target_layers != target.num_hidden_layers:
+        raise CheckpointError(
+            f"{where}: field 'num_target_layers' = {drafter.num_target_layers} but the target has "
+            f"{target.num_hidden_layers} layers; use the drafter trained for this target"
+        )
+    bad = [i for i in drafter.target_layer_ids if not 0 <= i < target.num_hidden_layers]
+    if bad:
+        raise CheckpointError(
+            f"{where}: field 'dflash_config.target_layer_ids' = {drafter.target_layer_ids} has {bad} outside the "
+            f"target's layers 0..{target.num_hidden_layers - 1}"
+        )
+    if not 0 <= drafter.mask_token_id < target.vocab_size:
+        raise CheckpointError(
+            f"{where}: field 'dflash_config.mask_token_id' = {drafter.mask_token_id} is outside the target vocabulary "
+            f"(0..{target.vocab_size - 1})"
+        )
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def atomic_directory(final: str | os.PathLike):
+    """Context manager yielding a temp dir next to `final` that replaces it only if the block succeeds."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def _cm():
+        final_path = Path(final)
+        final_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.", dir=final_path.parent))
+        try:
+            yield tmp
+            if final_path.exists():
+                shutil.rmtree(final_path)
+            os.replace(tmp, final_path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    return _cm()
+
+
+def save_drafter(directory: str | os.PathLike, cfg: DrafterConfig, tensors: dict[str, torch.Tensor]) -> Path:
+    """Write a z-lab-format drafter directory (config.json + model.safetensors), atomically."""
+    from safetensors.torch import save_file
+
+    check_tensors(tensors, drafter_tensor_shapes(cfg), "drafter", directory)
+    with atomic_directory(directory) as tmp:
+        (tmp / CONFIG_NAME).write_text(json.dumps(drafter_config_dict(cfg), indent=2, sort_keys=True) + "\n")
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp / WEIGHTS_NAME),
+                  metadata={"format": "pt"})
+    return Path(directory)
+
+
+def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, block_size: int = 16,
+                       mask_token_id: int, target_layer_ids: list[int] | None = None,
+                       intermediate_size: int | None = None, dtype: torch.dtype | None = None) -> DrafterConfig:
+    """A drafter shaped for `target` (z-lab practice: same hidden size, heads, head_dim and RoPE as the target)."""
+    from transformers import Qwen3Config
+
+    layer_ids = target_layer_ids or default_target_layer_ids(target.num_hidden_layers, num_hidden_layers)
+    hf = Qwen3Config(hidden_size=target.hidden_size, num_attention_heads=target.num_attention_heads,
+                     num_key_value_heads=target.num_key_value_heads, head_dim=target.head_dim,
+                     num_hidden_layers=num_hidden_layers, vocab_size=target.vocab_size)
+    cfg = DrafterConfig(
+        hidden_size=target.hidden_size,
+        intermediate_size=intermediate_size or target.intermediate_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=target.num_attention_heads,
+        num_key_value_heads=target.num_key_value_heads,
+        head_dim=target.head_dim,
+        rms_norm_eps=target.rms_norm_eps,
+        vocab_size=target.vocab_size,
+        attention_bias=False,
+        rope=dict(target.rope),
+        dtype=dtype or target.dtype,
+        hf_config=target.hf_config if target.rope.get("rope_type", "default") != "default" else hf,
+        num_target_layers=target.num_hidden_layers,
+        block_size=block_size,
+        mask_token_id=mask_token_id,
+        target_layer_ids=list(layer_ids),
+    )
+    check_pair(target, cfg)
+    return cfg

@@ -1,0 +1,104 @@
+"""The DFlash drafter (z-lab architecture and checkpoint format).
+
+A small Qwen3-style decoder with no embedding and no LM head of its own (it borrows the target's). Each draft is one
+forward over a block `[last verified token, MASK x (B-1)]`:
+
+* context features = hidden_norm(fc(concat of target hidden states at target_layer_ids)) for the tokens the target
+  verified since the last draft;
+* KV injection: every layer projects those features with its *own* k_proj/v_proj (+ k_norm, RoPE at the tokens'
+  absolute positions) and appends them to its context cache, which persists across steps;
+* only block tokens make queries; they see all context K/V plus every block token (non-causal inside the block);
+* block K/V are never cached: they are recomputed each draft and dropped.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from dflash_trt import checkpoint as ckpt
+from dflash_trt.models.kv_cache import KVCache
+from dflash_trt.models.layers import RMSNorm, RotaryEmbedding, attention
+from dflash_trt.models.target import DecoderLayer
+
+
+class DFlashDrafter(nn.Module):
+    def __init__(self, cfg: ckpt.DrafterConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.layers = nn.ModuleList(DecoderLayer(cfg, qk_norm=True, mlp_bias=False) for _ in range(cfg.num_hidden_layers))
+        self.fc = nn.Linear(len(cfg.target_layer_ids) * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        with torch.device("cpu"):
+            self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope, cfg.hf_config)
+
+    @property
+    def block_size(self) -> int:
+        return self.cfg.block_size
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.cfg.mask_token_id
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, dtype: torch.dtype | None = None,
+                        device: str | torch.device = "cpu", cfg: ckpt.DrafterConfig | None = None) -> "DFlashDrafter":
+        cfg = cfg or ckpt.load_drafter_config(directory)
+        tensors = ckpt.load_drafter_tensors(directory, cfg)
+        dtype = dtype or cfg.dtype
+        with torch.device("meta"):
+            model = cls(cfg)
+        state = {name: tensors[name].to(device=device, dtype=dtype) for name in ckpt.drafter_tensor_shapes(cfg)}
+        model.load_state_dict(state, strict=True, assign=True)
+        model.rotary.to(device)
+        return model.eval()
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        ckpt.save_drafter(directory, self.cfg, dict(self.state_dict()))
+
+    def new_cache(self, max_batch: int, capacity: int, device=None) -> KVCache:
+        weight = self.fc.weight
+        return KVCache(self.cfg.num_hidden_layers, max_batch, capacity, self.cfg.num_key_value_heads, self.cfg.head_dim,
+                       weight.dtype, device or weight.device)
+
+    def forward(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
+                context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor, max_length: int | None = None) -> torch.Tensor:
+        """One draft for N sequences.
+
+        block_embeds [N, B, H]: target embeddings of the block tokens; block_positions [N, B]: their absolute positions.
+        context [N, C, n*H]: target features of the newly verified tokens (right-padded), context_counts [N] how many
+        of them are real. Their K/V go into `cache` at each slot's current length; the caller then commits
+        lengths += context_counts. max_length: host-side max of lengths + counts, if known (saves a sync).
+        Returns the final-normed hidden states [N, B, H]; slot i >= 1 predicts the token at block_positions[:, i].
+        """
+        n, b, _ = block_embeds.shape
+        c = context.shape[1]
+        start = cache.lengths[slots]
+        new_lengths = start + context_counts
+        upto = max_length if max_length is not None else int(new_lengths.max())
+        context_positions = start[:, None] + torch.arange(c, device=context.device)
+        key_positions = torch.arange(upto, device=context.device)
+        sees_context = (key_positions[None, :] < new_lengths[:, None])[:, None, :].expand(n, b, upto)
+        sees_block = torch.ones(n, b, b, dtype=torch.bool, device=context.device)  # non-causal inside the block
+        visible = torch.cat([sees_context, sees_block], dim=-1)
+
+        features = self.hidden_norm(self.fc(context))
+        cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
+        cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
+        h = block_embeds
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            if c:
+                k_ctx, v_ctx = attn.project_kv(features, cos_c, sin_c)  # KV injection: this layer's own k/v_proj
+                cache.write(i, slots, context_positions, k_ctx, v_ctx)
+            k_ctx, v_ctx = cache.read(i, slots, upto)
+            k_blk, v_blk = attn.project_kv(x, cos_b, sin_b)
+            q = attn.project_q(x, cos_b, sin_b)
+            out = attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale)
+            h = h + attn.o_proj(out)
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        return self.norm(h)

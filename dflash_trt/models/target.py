@@ -1,0 +1,119 @@
+"""The target: a Qwen3 / Llama decoder with what speculative decoding needs.
+
+One `forward` serves prefill, AR decode and block verification: T new tokens per sequence for a batch of sequences
+at different lengths, each written into the KV cache at its own length, causal attention over cache + new tokens, and
+(optionally) the hidden states after the layers in `tap_layer_ids` returned in the same pass, concatenated in that
+order — the DFlash context features. Parameter names mirror Hugging Face's so checkpoints load as they are.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from dflash_trt import checkpoint as ckpt
+from dflash_trt.models.kv_cache import KVCache
+from dflash_trt.models.layers import Attention, RMSNorm, RotaryEmbedding, SwiGLU, attention
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ckpt.DecoderShape, qk_norm: bool, mlp_bias: bool):
+        super().__init__()
+        self.self_attn = Attention(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
+                                   cfg.attention_bias, qk_norm, cfg.rms_norm_eps)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size, mlp_bias)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class _Backbone(nn.Module):
+    def __init__(self, cfg: ckpt.TargetConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, cfg.qk_norm, cfg.mlp_bias) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class TargetModel(nn.Module):
+    def __init__(self, cfg: ckpt.TargetConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.model = _Backbone(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        with torch.device("cpu"):  # a real buffer even when the weights are built on the meta device
+            self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope, cfg.hf_config)
+        self.tap_layer_ids: list[int] = []
+
+    # ---- loading ---------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, dtype: torch.dtype | None = None,
+                        device: str | torch.device = "cpu", cfg: ckpt.TargetConfig | None = None) -> "TargetModel":
+        cfg = cfg or ckpt.load_target_config(directory)
+        tensors = ckpt.load_target_tensors(directory, cfg)
+        return cls.from_tensors(cfg, tensors, dtype, device)
+
+    @classmethod
+    def from_tensors(cls, cfg: ckpt.TargetConfig, tensors: dict[str, torch.Tensor], dtype: torch.dtype | None = None,
+                     device: str | torch.device = "cpu") -> "TargetModel":
+        dtype = dtype or cfg.dtype
+        with torch.device("meta"):  # no throw-away random init of billions of parameters
+            model = cls(cfg)
+        expected = ckpt.target_tensor_shapes(cfg)
+        state = {name: tensors[name].to(device=device, dtype=dtype) for name in expected}
+        if cfg.tie_word_embeddings:
+            state["lm_head.weight"] = state["model.embed_tokens.weight"]
+        model.load_state_dict(state, strict=True, assign=True)
+        model.rotary.to(device)
+        return model.eval()
+
+    # ---- what the drafter borrows ----------------------------------------------------------------------------------
+
+    def embed(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_tokens(token_ids)
+
+    def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(normed_hidden)
+
+    def new_cache(self, max_batch: int, capacity: int, device=None) -> KVCache:
+        weight = self.model.embed_tokens.weight
+        return KVCache(self.cfg.num_hidden_layers, max_batch, capacity, self.cfg.num_key_value_heads, self.cfg.head_dim,
+                       weight.dtype, device or weight.device)
+
+    # ---- forward ---------------------------------------------------------------------------------------------------
+
+    def forward(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor, *,
+                logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None):
+        """Run T new tokens per sequence.
+
+        input_ids [N, T]: sequence n's tokens go to positions cache.lengths[slots[n]] + 0..T-1 (right padding is fine:
+        padded entries land past the valid ones, causality hides them, and the caller's `set_lengths` never keeps them).
+        logits_at [N, K]: which of the T positions need logits (default: all) — prefill only needs the last one.
+        max_length: the host-side max of lengths + T if the caller knows it (saves a device sync).
+        Returns (logits [N, K, V], features [N, T, len(tap_layer_ids) * hidden] or None). Lengths are not advanced.
+        """
+        n, t = input_ids.shape
+        start = cache.lengths[slots]
+        positions = start[:, None] + torch.arange(t, device=input_ids.device)
+        upto = max_length if max_length is not None else int(positions[:, -1].max()) + 1
+        key_positions = torch.arange(upto, device=input_ids.device)
+        visible = key_positions[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
+        h = self.embed(input_ids)
+        cos, sin = self.rotary(positions, h.dtype)
+        taps: dict[int, torch.Tensor] = {}
+        for i, layer in enumerate(self.model.layers):
+            x = layer.input_layernorm(h)
+            q = layer.self_attn.project_q(x, cos, sin)
+            k, v = layer.self_attn.project_kv(x, cos, sin)
+            cache.write(i, slots, positions, k, v)
+            keys, values = cache.read(i, slots, upto)
+            h = h + layer.self_attn.o_proj(attention(q, keys, values, visible, layer.self_attn.scale))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            if tap and i in self.tap_layer_ids:
+                taps[i] = h
+        features = torch.cat([taps[i] for i in self.tap_layer_ids], dim=-1) if tap else None
+        if logits_at is not None:
+            h = torch.gather(h, 1, logits_at[..., None].expand(-1, -1, h.shape[-1]))
+        return self.logits(self.model.norm(h)), features

@@ -1,0 +1,1 @@
+"""The speculative-decoding algorithm: sampling rule, acceptance, statistics."""

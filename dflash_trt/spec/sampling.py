@@ -1,0 +1,110 @@
+"""Sampling parameters and the target's token choice.
+
+Sampling uses Gumbel-max with counter-based noise: the noise for vocabulary entry v of the token at absolute position
+p of a request is a hash of (seed, p, v). So the token the target samples at position p depends only on the prefix
+and (seed, p) — not on the batch, the step, or how many drafts were verified with it. Two consequences:
+
+* spec decoding is lossless in the strongest sense: for the same seed it emits exactly the tokens AR sampling emits
+  (rejection sampling with a one-hot draft reduces to "accept while draft == target sample", and both paths draw
+  the same sample at every position);
+* a fused CUDA kernel can reproduce it with integer hashing and no softmax tensor.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+import torch
+
+from dflash_trt.errors import RequestError
+
+_U32 = 0xFFFFFFFF
+
+
+@dataclass
+class SamplingParams:
+    max_new_tokens: int = 128
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1 = off
+    seed: int | None = None  # None = a fresh random seed per request
+    stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
+    ignore_eos: bool = False
+
+    def validate(self, vocab_size: int | None = None) -> "SamplingParams":
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise RequestError(f"SamplingParams.max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
+            raise RequestError(f"SamplingParams.temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise RequestError(f"SamplingParams.top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise RequestError(f"SamplingParams.top_p must be in (0, 1] (1 = off), got {self.top_p!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise RequestError(f"SamplingParams.seed must be a non-negative integer or None, got {self.seed!r}")
+        for t in self.stop_token_ids:
+            if not isinstance(t, int) or t < 0 or (vocab_size is not None and t >= vocab_size):
+                raise RequestError(f"SamplingParams.stop_token_ids has {t!r}, not a token id in 0..{(vocab_size or 0) - 1}")
+        return self
+
+    def resolved_seed(self) -> int:
+        return self.seed if self.seed is not None else secrets.randbits(63)
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """murmur3's fmix32 on uint32 values held in int64 (products wrap mod 2^64; the low 32 bits stay exact)."""
+    x = x & _U32
+    x = x ^ (x >> 16)
+    x = (x * 0x85EBCA6B) & _U32
+    x = x ^ (x >> 13)
+    x = (x * 0xC2B2AE35) & _U32
+    return x ^ (x >> 16)
+
+
+def seed_keys(seeds: torch.Tensor) -> torch.Tensor:
+    """int64 seeds [N] -> 32-bit keys [N]."""
+    return _mix32((seeds & _U32) ^ _mix32((seeds >> 32) + 0x9E3779B9))
+
+
+def gumbel_noise(keys: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Gumbel(0, 1) noise [N, K, V] from keys [N] and absolute positions [N, K]; float32."""
+    row = _mix32(keys[:, None] ^ _mix32(positions * 0x27D4EB2D + 0x165667B1))  # [N, K]
+    col = torch.arange(vocab_size, device=positions.device, dtype=torch.int64)
+    h = _mix32(_mix32(row[..., None] + col) ^ (row[..., None] * 0x61C88647))  # [N, K, V]
+    u = ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))  # uniform in (0, 1), 24-bit
+    return -torch.log(-torch.log(u))
+
+
+def filtered_scores(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """float32 scores [N, K, V]: logits / T with entries outside top-k and the top-p nucleus set to -inf
+    (same rules and order as transformers' warpers: temperature, then top-k, then top-p; ties at a cut are kept)."""
+    scores = logits.float() / temperature.clamp_min(1e-6)[:, None, None]
+    vocab = scores.shape[-1]
+    if bool((top_k > 0).any()):
+        k = torch.where(top_k > 0, top_k.clamp_max(vocab), torch.full_like(top_k, vocab))
+        kmax = int(k.max())
+        kth = torch.topk(scores, kmax, dim=-1).values.gather(-1, (k - 1)[:, None, None].expand(-1, scores.shape[1], 1))
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if bool((top_p < 1).any()):
+        sorted_scores, _ = scores.sort(dim=-1, descending=True)
+        probs = sorted_scores.softmax(-1)
+        keep = (probs.cumsum(-1) - probs) < top_p[:, None, None]  # smallest prefix whose mass reaches top_p
+        last_kept = keep.sum(-1, keepdim=True) - 1
+        threshold = sorted_scores.gather(-1, last_kept)
+        scores = scores.masked_fill(scores < threshold, float("-inf"))
+    return scores
+
+
+def target_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+                  keys: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The target's token at every verified position: logits [N, K, V] -> [N, K].
+
+    Rows with temperature 0 take the argmax; the others a Gumbel-max sample keyed on (request key, position)."""
+    greedy = logits.argmax(-1)
+    sampled_rows = temperature > 0
+    if not bool(sampled_rows.any()):
+        return greedy
+    scores = filtered_scores(logits, temperature, top_k, top_p)
+    sampled = (scores + gumbel_noise(keys, positions, logits.shape[-1])).argmax(-1)
+    return torch.where(sampled_rows[:, None], sampled, greedy)

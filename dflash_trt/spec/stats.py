@@ -1,0 +1,71 @@
+"""Acceptance statistics. τ (acceptance length) counts the bonus token: 1 <= τ <= K for K verified slots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Stats:
+    block_size: int = 1  # K: slots verified per step (1 = plain AR)
+    taus: list[int] = field(default_factory=list)  # one per decode step of one sequence
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def steps(self) -> int:
+        return len(self.taus)
+
+    @property
+    def mean_tau(self) -> float:
+        return sum(self.taus) / len(self.taus) if self.taus else 0.0
+
+    @property
+    def histogram(self) -> list[int]:
+        """histogram[t - 1] = number of steps with τ = t, t in 1..K."""
+        counts = [0] * self.block_size
+        for t in self.taus:
+            counts[t - 1] += 1
+        return counts
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        """[k - 1] = share of steps whose k-th draft was accepted (τ > k), k in 1..K-1."""
+        if not self.taus:
+            return [0.0] * (self.block_size - 1)
+        return [sum(t > k for t in self.taus) / len(self.taus) for k in range(1, self.block_size)]
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.new_tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+    @classmethod
+    def merge(cls, parts: list["Stats"]) -> "Stats":
+        """Pool the steps of many sequences. Times are summed per batch, so pass one Stats per batch for timings."""
+        merged = cls(block_size=max((p.block_size for p in parts), default=1))
+        for p in parts:
+            merged.taus += p.taus
+            merged.new_tokens += p.new_tokens
+            merged.prefill_s += p.prefill_s
+            merged.decode_s += p.decode_s
+        return merged
+
+    def to_dict(self) -> dict:
+        return {
+            "block_size": self.block_size,
+            "steps": self.steps,
+            "new_tokens": self.new_tokens,
+            "mean_tau": self.mean_tau,
+            "histogram": self.histogram,
+            "per_position_acceptance": self.per_position_acceptance,
+            "prefill_s": self.prefill_s,
+            "decode_s": self.decode_s,
+            "decode_tokens_per_s": self.decode_tokens_per_s,
+        }
+
+    def summary(self) -> str:
+        accept = " ".join(f"{a:.2f}" for a in self.per_position_acceptance)
+        return (f"steps={self.steps} new_tokens={self.new_tokens} mean_tau={self.mean_tau:.2f} "
+                f"tau_histogram={self.histogram} per_position_acceptance=[{accept}] "
+                f"decode={self.decode_tokens_per_s:.1f} tok/s")

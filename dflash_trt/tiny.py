@@ -1,0 +1,124 @@
+"""A tiny random target + drafter pair (and a tokenizer), made locally: the embedded default and the test models.
+
+Weights are scaled so logits are O(1) with clear gaps between candidates: argmax decisions are then far from float
+noise, which is what lets the tests demand token-for-token equality. Random models accept few drafts; issue-3's
+trained pair is what measures acceptance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from dflash_trt import checkpoint as ckpt
+
+EOS_TOKEN, MASK_TOKEN = "<|endoftext|>", "<|mask|>"
+
+_CORPUS = [
+    "Speculative decoding drafts several tokens cheaply and verifies them with one forward of the target model.",
+    "DFlash drafts a whole block in a single pass: a small diffusion drafter conditioned on the target's hidden states.",
+    "The answer is 42. Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May.",
+    "def add(a, b):\n    return a + b\n\nprint(add(2, 3))",
+    "Write a short poem about the sea. The waves roll in, the waves roll out, and the gulls cry over the harbour.",
+    "1 + 1 = 2, 2 + 2 = 4, 3 + 3 = 6, 4 + 4 = 8, 5 + 5 = 10, 6 + 6 = 12, 7 + 7 = 14.",
+]
+
+
+def make_tokenizer(directory: str | os.PathLike, vocab_size: int = 320):
+    """A byte-level BPE trained on a few built-in sentences, saved for transformers' AutoTokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS_TOKEN, MASK_TOKEN],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_CORPUS * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, mask_token=MASK_TOKEN, pad_token=EOS_TOKEN)
+    fast.save_pretrained(str(directory))
+    return fast
+
+
+def _target_hf_config(family: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int,
+                      head_dim: int, intermediate: int, tie: bool, eos_id: int, dtype: str):
+    from transformers import LlamaConfig, Qwen3Config
+
+    common = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+                  num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim, rms_norm_eps=1e-6,
+                  max_position_embeddings=4096, tie_word_embeddings=tie, eos_token_id=eos_id, bos_token_id=None,
+                  pad_token_id=None)
+    if family == "qwen3":
+        cfg = Qwen3Config(**common, rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0})
+        cfg.architectures = ["Qwen3ForCausalLM"]
+    elif family == "llama":
+        cfg = LlamaConfig(**common, rope_parameters={"rope_type": "llama3", "rope_theta": 500_000.0, "factor": 8.0,
+                                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                     "original_max_position_embeddings": 256})
+        cfg.architectures = ["LlamaForCausalLM"]
+    else:
+        raise ckpt.ConfigError(f"family {family!r} is not supported; use 'qwen3' or 'llama'")
+    cfg.dtype = dtype
+    return cfg
+
+
+def _random_tensors(shapes: dict[str, tuple[int, ...]], generator: torch.Generator) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, shape in shapes.items():
+        if len(shape) == 1:  # norms (ones, slightly jittered so a wrong norm shows) and biases
+            base = 1.0 if name.endswith("norm.weight") else 0.0
+            out[name] = base + 0.1 * torch.randn(shape, generator=generator)
+        elif "embed_tokens" in name:
+            out[name] = torch.randn(shape, generator=generator)
+        else:  # fan-in scaling keeps the residual stream O(1); lm_head then gives O(1) logits
+            out[name] = torch.randn(shape, generator=generator) / math.sqrt(shape[1])
+    return out
+
+
+def make_target(directory: str | os.PathLike, *, family: str = "qwen3", vocab_size: int, eos_id: int, hidden: int = 64,
+                layers: int = 6, heads: int = 4, kv_heads: int = 2, head_dim: int = 16, intermediate: int = 128,
+                tie: bool = False, dtype: str = "float32", seed: int = 0) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    hf = _target_hf_config(family, vocab_size, hidden, layers, heads, kv_heads, head_dim, intermediate, tie, eos_id, dtype)
+    hf.save_pretrained(str(directory))
+    cfg = ckpt.load_target_config(directory)
+    g = torch.Generator().manual_seed(seed)
+    tensors = _random_tensors(ckpt.target_tensor_shapes(cfg), g)
+    from safetensors.torch import save_file
+
+    save_file({k: v.to(ckpt.DTYPES[dtype]).contiguous() for k, v in tensors.items()}, str(directory / ckpt.WEIGHTS_NAME),
+              metadata={"format": "pt"})
+    return directory
+
+
+def make_drafter(directory: str | os.PathLike, target_dir: str | os.PathLike, *, mask_token_id: int, layers: int = 2,
+                 block_size: int = 16, target_layer_ids: list[int] | None = None, seed: int = 1) -> Path:
+    target = ckpt.load_target_config(target_dir)
+    cfg = ckpt.new_drafter_config(target, num_hidden_layers=layers, block_size=block_size, mask_token_id=mask_token_id,
+                                  target_layer_ids=target_layer_ids)
+    g = torch.Generator().manual_seed(seed)
+    tensors = _random_tensors(ckpt.drafter_tensor_shapes(cfg), g)
+    ckpt.save_drafter(directory, cfg, {k: v.to(cfg.dtype) for k, v in tensors.items()})
+    return Path(directory)
+
+
+def make_tiny_pair(output: str | os.PathLike, *, family: str = "qwen3", seed: int = 0, block_size: int = 16,
+                   dtype: str = "float32", **target_kwargs) -> tuple[Path, Path]:
+    """output/target (HF checkpoint + tokenizer) and output/drafter (z-lab format)."""
+    output = Path(output)
+    target_dir, drafter_dir = output / "target", output / "drafter"
+    with ckpt.atomic_directory(target_dir) as tmp:
+        tok = make_tokenizer(tmp)
+        make_target(tmp, family=family, vocab_size=len(tok), eos_id=tok.eos_token_id, dtype=dtype, seed=seed,
+                    **target_kwargs)
+    make_drafter(drafter_dir, target_dir, mask_token_id=tok.mask_token_id, block_size=block_size, seed=seed + 1)
+    (output / "README.md").write_text(
+        f"Tiny random {family} target + DFlash drafter made by `dflash-trt make-tiny-pair` (seed {seed}). "
+        "Random weights: for plumbing and losslessness tests, not for acceptance numbers.\n")
+    (output / "pair.json").write_text(json.dumps({"family": family, "seed": seed, "block_size": block_size}) + "\n")
+    return target_dir, drafter_dir

@@ -1,0 +1,20 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="dflash-trt",
+    version="0.1.0",
+    description="DFlash block-diffusion speculative decoding: build and serve on NVIDIA GPUs with TensorRT-LLM",
+    packages=find_packages(include=["dflash_trt", "dflash_trt.*"]),
+    python_requires=">=3.10",
+    # torch is pinned by the install instructions (a CPU wheel here, CUDA on GPU hosts); a range lets either satisfy it.
+    install_requires=[
+        "torch>=2.5",
+        "transformers>=4.57",
+        "safetensors>=0.4",
+        "tokenizers>=0.20",
+        "numpy>=1.24",
+        "tqdm>=4.60",
+    ],
+    extras_require={"test": ["pytest>=8", "scipy>=1.10"]},
+    entry_points={"console_scripts": ["dflash-trt=dflash_trt.cli:main"]},
+)
