@@ -244,42 +244,39 @@ def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
 
 
 def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
-    """The z-lab config.json for `cfg`: a Qwen3 config plus the DFlash fields."""
-    from transformers import Qwen3Config
-
-    qwen3 = Qwen3Config(
-        vocab_size=cfg.vocab_size,
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=cfg.num_key_value_heads,
-        head_dim=cfg.head_dim,
-        rms_norm_eps=cfg.rms_norm_eps,
-        attention_bias=cfg.attention_bias,
-        max_position_embeddings=getattr(cfg.hf_config, "max_position_embeddings", 40960),
-        tie_word_embeddings=False,
-    ).to_dict()
-    qwen3.pop("transformers_version", None)
-    # RoPE in both spellings so transformers 4.x and 5.x readers agree.
+    """The z-lab config.json for `cfg`: Qwen3 fields plus the DFlash fields (both RoPE spellings, so transformers
+    4.x and 5.x readers agree)."""
     rope = dict(cfg.rope)
-    qwen3["rope_theta"] = rope.get("rope_theta", 10000.0)
     scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
-    qwen3["rope_scaling"] = None if scaling.get("rope_type", "default") == "default" else scaling
-    qwen3["rope_parameters"] = rope
-    qwen3.update(
-        architectures=[DRAFTER_ARCHITECTURE],
-        model_type="qwen3",
-        dtype=str(cfg.dtype).replace("torch.", ""),
-        torch_dtype=str(cfg.dtype).replace("torch.", ""),
-        num_target_layers=cfg.num_target_layers,
-        block_size=cfg.block_size,
-        dflash_config={"mask_token_id": cfg.mask_token_id, "target_layer_ids": list(cfg.target_layer_ids)},
-        layer_types=["full_attention"] * cfg.num_hidden_layers,
-        use_sliding_window=False,
-        sliding_window=None,
-    )
-    return qwen3
+    dtype = str(cfg.dtype).replace("torch.", "")
+    return {
+        "architectures": [DRAFTER_ARCHITECTURE],
+        "model_type": "qwen3",
+        "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size,
+        "num_hidden_layers": cfg.num_hidden_layers,
+        "num_attention_heads": cfg.num_attention_heads,
+        "num_key_value_heads": cfg.num_key_value_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "rms_norm_eps": cfg.rms_norm_eps,
+        "vocab_size": cfg.vocab_size,
+        "attention_bias": cfg.attention_bias,
+        "attention_dropout": 0.0,
+        "max_position_embeddings": int(getattr(cfg.hf_config, "max_position_embeddings", 40960)),
+        "tie_word_embeddings": False,
+        "rope_theta": rope.get("rope_theta", 10000.0),
+        "rope_scaling": None if scaling.get("rope_type", "default") == "default" else scaling,
+        "rope_parameters": rope,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "layer_types": ["full_attention"] * cfg.num_hidden_layers,
+        "dtype": dtype,
+        "torch_dtype": dtype,
+        "num_target_layers": cfg.num_target_layers,
+        "block_size": cfg.block_size,
+        "dflash_config": {"mask_token_id": cfg.mask_token_id, "target_layer_ids": list(cfg.target_layer_ids)},
+    }
 
 
 # --------------------------------------------------------------------------------------------------------------------

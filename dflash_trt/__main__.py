@@ -1,0 +1,5 @@
+import sys
+
+from dflash_trt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,104 @@
+"""`dflash-trt` command line. Bad input ends in one line naming the field and the fix (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from dflash_trt.errors import DFlashError
+
+
+def _add_generate(sub):
+    p = sub.add_parser("generate", help="generate text with DFlash speculative decoding (or plain AR)")
+    p.add_argument("--target", required=True, help="target checkpoint directory (Hugging Face format)")
+    p.add_argument("--drafter", help="DFlash drafter directory (z-lab format); omit with --no-draft")
+    p.add_argument("--prompt", action="append", required=True, help="prompt text; repeat for a batch")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--block-size", type=int, default=None, help="slots verified per step, 2..drafter block_size")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
+    p.add_argument("--dtype", default="auto", help="auto (the checkpoint's own), float32, bfloat16 or float16")
+    p.add_argument("--max-seq-len", type=int, default=2048)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--no-draft", action="store_true", help="plain autoregressive decoding with the same engine")
+    p.add_argument("--check-ar", action="store_true", help="also run AR and report whether the outputs are identical")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.set_defaults(func=_generate)
+
+
+def _generate(args) -> int:
+    from dflash_trt.engines.torch_engine import TorchEngine
+    from dflash_trt.spec.sampling import SamplingParams
+
+    if not args.no_draft and not args.drafter:
+        raise DFlashError("--drafter is required unless --no-draft is given")
+    engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
+                                         dtype=args.dtype, max_batch_size=len(args.prompt), max_seq_len=args.max_seq_len)
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                            top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos)
+    results = engine.generate(args.prompt, params, block_size=args.block_size)
+    from dflash_trt.spec.stats import Stats
+
+    merged = Stats.merge([r.stats for r in results])
+    merged.prefill_s, merged.decode_s = results[0].stats.prefill_s, results[0].stats.decode_s  # one batch
+    report = {"mode": "ar" if args.no_draft else "dflash", "results": [
+        {"prompt": prompt, "text": r.text, "token_ids": r.token_ids, "finish_reason": r.finish_reason,
+         "stats": r.stats.to_dict()} for prompt, r in zip(args.prompt, results)], "stats": merged.to_dict()}
+    if args.check_ar and not args.no_draft:
+        ar = engine.generate(args.prompt, params, use_drafter=False)
+        report["matches_ar"] = [a.token_ids == r.token_ids for a, r in zip(ar, results)]
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for item in report["results"]:
+        print(f"--- prompt: {item['prompt']!r}")
+        print(item["text"])
+        print(f"[finish={item['finish_reason']} tokens={len(item['token_ids'])} mean_tau={item['stats']['mean_tau']:.2f}]")
+    print(f"--- {report['mode']}: {merged.summary()}")
+    if "matches_ar" in report:
+        print(f"--- identical to AR: {all(report['matches_ar'])} {report['matches_ar']}")
+    return 0
+
+
+def _add_make_tiny_pair(sub):
+    p = sub.add_parser("make-tiny-pair", help="write a tiny random target + DFlash drafter (+ tokenizer) for demos and tests")
+    p.add_argument("--output", required=True, help="directory to create (gets target/ and drafter/)")
+    p.add_argument("--family", default="qwen3", choices=["qwen3", "llama"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.set_defaults(func=_make_tiny_pair)
+
+
+def _make_tiny_pair(args) -> int:
+    from dflash_trt.tiny import make_tiny_pair
+
+    target, drafter = make_tiny_pair(args.output, family=args.family, seed=args.seed, block_size=args.block_size,
+                                     dtype=args.dtype)
+    print(f"target:  {target}\ndrafter: {drafter}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dflash-trt", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    _add_make_tiny_pair(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DFlashError as err:
+        print(f"dflash-trt {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
