@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from dflash_trt.errors import CheckpointError
+from dflash_trt.errors import CheckpointError, ConfigError
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -64,8 +64,9 @@ def _hf_config(raw: dict[str, Any], what: str, path: Path):
     fields = {k: v for k, v in raw.items() if k not in ("model_type", "transformers_version", "auto_map")}
     try:
         return AutoConfig.for_model(model_type, **fields)
-    except (ValueError, KeyError, TypeError) as err:
-        raise CheckpointError(f"{what} {path}: transformers cannot parse this config ({err}); check 'model_type' and its fields") from None
+    except Exception as err:  # noqa: BLE001 - transformers 5 validates with huggingface_hub's own error classes
+        detail = " ".join(str(err).split())
+        raise CheckpointError(f"{what} {path}: transformers rejects this config: {detail}; fix the named field") from None
 
 
 def _require_int(raw: dict[str, Any], name: str, what: str, path: Path, minimum: int = 1) -> int:
@@ -86,9 +87,11 @@ def rope_parameters(hf_config) -> dict[str, Any]:
     return params
 
 
-def _checkpoint_dtype(raw: dict[str, Any]) -> torch.dtype:
-    name = raw.get("dtype") or raw.get("torch_dtype") or "float32"
-    return DTYPES.get(str(name).replace("torch.", ""), torch.float32)
+def _checkpoint_dtype(raw: dict[str, Any], what: str, path: Path) -> torch.dtype:
+    name = str(raw.get("dtype") or raw.get("torch_dtype") or "float32").replace("torch.", "")
+    if name not in DTYPES:
+        raise CheckpointError(f"{what} {path}: field 'dtype' = {name!r} is not supported; use one of {sorted(DTYPES)}")
+    return DTYPES[name]
 
 
 @dataclass
@@ -139,7 +142,7 @@ def _decoder_shape(raw: dict[str, Any], hf, what: str, path: Path) -> dict[str, 
         vocab_size=raw["vocab_size"],
         attention_bias=bool(raw.get("attention_bias", False)),
         rope=rope,
-        dtype=_checkpoint_dtype(raw),
+        dtype=_checkpoint_dtype(raw, what, path),
         hf_config=hf,
     )
 
@@ -296,6 +299,8 @@ def load_safetensors_dir(directory: str | os.PathLike, what: str, device: str | 
             weight_map = json.loads(index.read_text())["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise CheckpointError(f"{what} {index}: not a valid safetensors index ({err}); re-export the checkpoint") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise CheckpointError(f"{what} {index}: field 'weight_map' must map tensor names to shard file names; re-export the checkpoint")
         files = [directory / name for name in sorted(set(weight_map.values()))]
         for f in files:
             if not f.is_file():
@@ -332,6 +337,11 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[in
             f"{what} {directory}: missing tensor(s) {shown}; the weights do not match config.json (wrong or truncated checkpoint?)"
         )
     for name, shape in expected.items():
+        if not tensors[name].is_floating_point():
+            raise CheckpointError(
+                f"{what} {directory}: tensor {name!r} has dtype {str(tensors[name].dtype).replace('torch.', '')}; "
+                "expected float32/bfloat16/float16 weights (quantized checkpoints are produced by `dflash-trt build`, not loaded here)"
+            )
         found = tuple(tensors[name].shape)
         if found != tuple(shape):
             raise CheckpointError(
@@ -448,16 +458,23 @@ def atomic_directory(final: str | os.PathLike):
     @contextlib.contextmanager
     def _cm():
         final_path = Path(final)
+        if final_path.exists() and not final_path.is_dir():
+            raise CheckpointError(f"output {str(final_path)!r} exists and is a file; pass a directory path")
+        for parent in final_path.parents:
+            if parent.exists() and not parent.is_dir():
+                raise CheckpointError(f"output {str(final_path)!r}: {str(parent)!r} is a file, not a directory")
         final_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.", dir=final_path.parent))
+        old = final_path.parent / f".{final_path.name}.old"
         try:
             yield tmp
-            if final_path.exists():
-                shutil.rmtree(final_path)
+            if final_path.exists():  # swap: the previous contents stay intact until the new directory is complete
+                os.replace(final_path, old)
             os.replace(tmp, final_path)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            for leftover in (tmp, old):
+                if leftover.exists():
+                    shutil.rmtree(leftover, ignore_errors=True)
 
     return _cm()
 
@@ -480,6 +497,10 @@ def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, bloc
     """A drafter shaped for `target` (z-lab practice: same hidden size, heads, head_dim and RoPE as the target)."""
     from transformers import Qwen3Config
 
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 2:
+        raise ConfigError(f"block_size must be an integer >= 2 (the last verified token + at least one MASK), got {block_size!r}")
+    if num_hidden_layers < 1:
+        raise ConfigError(f"num_hidden_layers (drafter layers) must be >= 1, got {num_hidden_layers!r}")
     layer_ids = target_layer_ids or default_target_layer_ids(target.num_hidden_layers, num_hidden_layers)
     hf = Qwen3Config(hidden_size=target.hidden_size, num_attention_heads=target.num_attention_heads,
                      num_key_value_heads=target.num_key_value_heads, head_dim=target.head_dim,

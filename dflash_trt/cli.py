@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from dflash_trt.errors import DFlashError
+from dflash_trt.errors import ConfigError, DFlashError
 
 
 def _add_generate(sub):
@@ -35,11 +35,12 @@ def _generate(args) -> int:
     from dflash_trt.spec.sampling import SamplingParams
 
     if not args.no_draft and not args.drafter:
-        raise DFlashError("--drafter is required unless --no-draft is given")
+        raise ConfigError("--drafter is required unless --no-draft is given")
+    # Request errors first: a typo in --temperature must not cost a full model load.
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                            top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos).validate()
     engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
                                          dtype=args.dtype, max_batch_size=len(args.prompt), max_seq_len=args.max_seq_len)
-    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                            top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos)
     results = engine.generate(args.prompt, params, block_size=args.block_size)
     from dflash_trt.spec.stats import Stats
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from dflash_trt import checkpoint as ckpt
+from dflash_trt.errors import CheckpointError, ConfigError
 
 EOS_TOKEN, MASK_TOKEN = "<|endoftext|>", "<|mask|>"
 
@@ -61,7 +62,7 @@ def _target_hf_config(family: str, vocab_size: int, hidden: int, layers: int, he
                                                      "original_max_position_embeddings": 256})
         cfg.architectures = ["LlamaForCausalLM"]
     else:
-        raise ckpt.ConfigError(f"family {family!r} is not supported; use 'qwen3' or 'llama'")
+        raise ConfigError(f"family {family!r} is not supported; use 'qwen3' or 'llama'")
     cfg.dtype = dtype
     return cfg
 
@@ -111,14 +112,19 @@ def make_tiny_pair(output: str | os.PathLike, *, family: str = "qwen3", seed: in
                    dtype: str = "float32", **target_kwargs) -> tuple[Path, Path]:
     """output/target (HF checkpoint + tokenizer) and output/drafter (z-lab format)."""
     output = Path(output)
+    if block_size < 2:
+        raise ConfigError(f"block_size must be an integer >= 2, got {block_size!r}")
+    if output.exists() and not output.is_dir():
+        raise CheckpointError(f"--output {str(output)!r} exists and is a file; pass a directory path")
     target_dir, drafter_dir = output / "target", output / "drafter"
-    with ckpt.atomic_directory(target_dir) as tmp:
-        tok = make_tokenizer(tmp)
-        make_target(tmp, family=family, vocab_size=len(tok), eos_id=tok.eos_token_id, dtype=dtype, seed=seed,
+    with ckpt.atomic_directory(output) as tmp:  # a failed run leaves no half pair behind
+        tok = make_tokenizer(tmp / "target")
+        make_target(tmp / "target", family=family, vocab_size=len(tok), eos_id=tok.eos_token_id, dtype=dtype, seed=seed,
                     **target_kwargs)
-    make_drafter(drafter_dir, target_dir, mask_token_id=tok.mask_token_id, block_size=block_size, seed=seed + 1)
-    (output / "README.md").write_text(
-        f"Tiny random {family} target + DFlash drafter made by `dflash-trt make-tiny-pair` (seed {seed}). "
-        "Random weights: for plumbing and losslessness tests, not for acceptance numbers.\n")
-    (output / "pair.json").write_text(json.dumps({"family": family, "seed": seed, "block_size": block_size}) + "\n")
+        make_drafter(tmp / "drafter", tmp / "target", mask_token_id=tok.mask_token_id, block_size=block_size,
+                     seed=seed + 1)
+        (tmp / "README.md").write_text(
+            f"Tiny random {family} target + DFlash drafter made by `dflash-trt make-tiny-pair` (seed {seed}). "
+            "Random weights: for plumbing and losslessness tests, not for acceptance numbers.\n")
+        (tmp / "pair.json").write_text(json.dumps({"family": family, "seed": seed, "block_size": block_size}) + "\n")
     return target_dir, drafter_dir

@@ -49,7 +49,10 @@ class StepEvent:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device {str(device)!r} is not supported; use 'cpu' or 'cuda[:N]'") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device 'cuda' was requested but torch.cuda.is_available() is False; use --device cpu")
     if device.type not in ("cpu", "cuda"):
@@ -138,7 +141,10 @@ class TorchEngine:
         limit = self.drafter.block_size
         k = limit if block_size is None else block_size
         if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= limit:
-            raise RequestError(f"block_size must be an integer in 2..{limit} (the drafter's block_size), got {block_size!r}")
+            raise RequestError(
+                f"block_size must be an integer in 2..{limit} (2 = one draft per step, {limit} = the drafter's trained "
+                f"block), got {block_size!r}; omit it to use {limit}"
+            )
         return k
 
     def _stop_ids(self, p: SamplingParams) -> list[int]:
@@ -174,6 +180,15 @@ class TorchEngine:
             hi = min(n, lo + self.max_batch_size)
             yield from self._run_batch(list(range(lo, hi)), encoded[lo:hi], plist[lo:hi], k, spec, results)
 
+    def _draft(self, act, last_act, starts, k, context, counts, max_length) -> torch.Tensor:
+        """Drafter forward for the active slots: appends their new context to the drafter cache and returns the
+        argmax drafts for block slots 1..k-1 [m, k-1]."""
+        drafter = self.drafter
+        block_ids, block_pos = prepare_block(last_act, starts, drafter.mask_token_id, drafter.block_size)
+        hidden = drafter(self.target.embed(block_ids), block_pos, context, counts, self.drafter_cache, act, max_length)
+        self.drafter_cache.set_lengths(act, self.drafter_cache.lengths[act] + counts)
+        return drafts_to_verify_input(last_act, self.target.logits(hidden[:, 1:k]))[1]
+
     def _sync(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -181,7 +196,7 @@ class TorchEngine:
     @torch.inference_mode()
     def _run_batch(self, indices, encoded, plist, k, spec, results) -> Iterator[StepEvent]:
         dev, n = self.device, len(encoded)
-        tgt, drafter = self.target, self.drafter
+        tgt = self.target
         slots = torch.arange(n, device=dev)
         t0 = time.perf_counter()
 
@@ -236,12 +251,9 @@ class TorchEngine:
             starts = self.target_cache.lengths[act]
             last_act = last[act]
             if spec:
-                block_ids, block_pos = prepare_block(last_act, starts, drafter.mask_token_id, drafter.block_size)
                 d_max = max(drafter_len_host[i] + context_host[i] for i in active)
-                counts = context_counts[act]
-                hidden = drafter(tgt.embed(block_ids), block_pos, context[act], counts, self.drafter_cache, act, d_max)
-                self.drafter_cache.set_lengths(act, self.drafter_cache.lengths[act] + counts)
-                verify_ids, drafts = drafts_to_verify_input(last_act, tgt.logits(hidden[:, 1:k]))
+                drafts = self._draft(act, last_act, starts, k, context[act], context_counts[act], d_max)
+                verify_ids = torch.cat([last_act[:, None], drafts], dim=1)
             else:
                 verify_ids, drafts = last_act[:, None], torch.empty(len(active), 0, dtype=torch.long, device=dev)
             t_max = max(target_len_host[i] for i in active) + k
