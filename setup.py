@@ -14,6 +14,7 @@ setup(
         "tokenizers>=0.20",
         "numpy>=1.24",
         "tqdm>=4.60",
+        "matplotlib>=3.7",  # bench plots, training loss curves
     ],
     extras_require={"test": ["pytest>=8", "scipy>=1.10"]},
     entry_points={"console_scripts": ["dflash-trt=dflash_trt.cli:main"]},

@@ -465,6 +465,9 @@ def atomic_directory(final: str | os.PathLike):
                 raise CheckpointError(f"output {str(final_path)!r}: {str(parent)!r} is a file, not a directory")
         final_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.", dir=final_path.parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
         old = final_path.parent / f".{final_path.name}.old"
         try:
             yield tmp
@@ -479,15 +482,18 @@ def atomic_directory(final: str | os.PathLike):
     return _cm()
 
 
-def save_drafter(directory: str | os.PathLike, cfg: DrafterConfig, tensors: dict[str, torch.Tensor]) -> Path:
-    """Write a z-lab-format drafter directory (config.json + model.safetensors), atomically."""
+def save_drafter(directory: str | os.PathLike, cfg: DrafterConfig, tensors: dict[str, torch.Tensor],
+                 extra_files: dict[str, str | bytes] | None = None) -> Path:
+    """Write a z-lab-format drafter directory (config.json + model.safetensors [+ extra files]), atomically."""
     from safetensors.torch import save_file
 
     check_tensors(tensors, drafter_tensor_shapes(cfg), "drafter", directory)
     with atomic_directory(directory) as tmp:
         (tmp / CONFIG_NAME).write_text(json.dumps(drafter_config_dict(cfg), indent=2, sort_keys=True) + "\n")
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp / WEIGHTS_NAME),
-                  metadata={"format": "pt"})
+        save_file({k: v.detach().contiguous().cpu() for k in drafter_tensor_shapes(cfg) for v in [tensors[k]]},
+                  str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        for name, content in (extra_files or {}).items():
+            (tmp / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     return Path(directory)
 
 

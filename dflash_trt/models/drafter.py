@@ -90,15 +90,37 @@ class DFlashDrafter(nn.Module):
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
         h = block_embeds
         for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(h)
             if c:
-                k_ctx, v_ctx = attn.project_kv(features, cos_c, sin_c)  # KV injection: this layer's own k/v_proj
+                k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)  # KV injection: this layer's own k/v_proj
                 cache.write(i, slots, context_positions, k_ctx, v_ctx)
             k_ctx, v_ctx = cache.read(i, slots, upto)
-            k_blk, v_blk = attn.project_kv(x, cos_b, sin_b)
-            q = attn.project_q(x, cos_b, sin_b)
-            out = attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale)
-            h = h + attn.o_proj(out)
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible)
         return self.norm(h)
+
+    def forward_train(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
+                      context_positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """Training forward without a cache: many blocks per sequence in one pass.
+
+        block_embeds [N, Q, H] (Q = blocks x B), block_positions [N, Q]; context [N, S, n*H] at context_positions
+        [N, S]; visible [N, Q, S + Q] says which context entries and which block tokens each query sees (the
+        trainer builds it: a block sees context strictly before its anchor and its own tokens, not other blocks).
+        Same layers, same KV injection as `forward` — what is trained is exactly what is served."""
+        features = self.hidden_norm(self.fc(context))
+        cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
+        cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
+        h = block_embeds
+        for layer in self.layers:
+            k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)
+            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible)
+        return self.norm(h)
+
+    @staticmethod
+    def _layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible) -> torch.Tensor:
+        """One decoder layer for the block tokens: queries from the block only, keys/values = context ++ block."""
+        attn = layer.self_attn
+        x = layer.input_layernorm(h)
+        k_blk, v_blk = attn.project_kv(x, cos_b, sin_b)
+        q = attn.project_q(x, cos_b, sin_b)
+        out = attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale)
+        h = h + attn.o_proj(out)
+        return h + layer.mlp(layer.post_attention_layernorm(h))
