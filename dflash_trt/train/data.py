@@ -42,10 +42,10 @@ def read_prompts(corpus: str | os.PathLike, limit: int | None = None) -> list[st
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:
-    """Token ids of a prompt, through the tokenizer's chat template when it has one (what serving will send)."""
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    """Token ids of a prompt, formatted exactly as the benchmark and serving format it (chat template if any)."""
+    from dflash_trt.bench.datasets import format_prompt
+
+    return list(tokenizer(format_prompt(tokenizer, text), add_special_tokens=False)["input_ids"])
 
 
 def self_distill(engine, prompts: list[list[int]], max_new_tokens: int, cache_file: Path, batch_size: int = 64,
