@@ -72,7 +72,9 @@ def gumbel_noise(keys: torch.Tensor, positions: torch.Tensor, vocab_size: int) -
     row = _mix32(keys[:, None] ^ _mix32(positions * 0x27D4EB2D + 0x165667B1))  # [N, K]
     col = torch.arange(vocab_size, device=positions.device, dtype=torch.int64)
     h = _mix32(_mix32(row[..., None] + col) ^ (row[..., None] * 0x61C88647))  # [N, K, V]
-    u = ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))  # uniform in (0, 1), 24-bit
+    # 23-bit uniform strictly inside (0, 1): a 24-bit one rounds to 1.0 in float32 at the top value, giving +inf noise
+    # that would beat even a filtered-out (-inf) token.
+    u = ((h >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
     return -torch.log(-torch.log(u))
 
 
@@ -92,7 +94,9 @@ def filtered_scores(logits: torch.Tensor, temperature: torch.Tensor, top_k: torc
         keep = (probs.cumsum(-1) - probs) < top_p[:, None, None]  # smallest prefix whose mass reaches top_p
         last_kept = keep.sum(-1, keepdim=True) - 1
         threshold = sorted_scores.gather(-1, last_kept)
-        scores = scores.masked_fill(scores < threshold, float("-inf"))
+        # Only rows that asked for top-p: on a top_p=1 row the float32 cumsum can reach 1.0 early and cut the tail.
+        cut = (top_p < 1)[:, None, None] & (scores < threshold)
+        scores = scores.masked_fill(cut, float("-inf"))
     return scores
 
 
