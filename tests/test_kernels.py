@@ -559,22 +559,9 @@ def _check_sampled(args, min_agreement=0.999):
     agree = (got.target_tokens == want.target_tokens).float().mean().item()
     assert agree >= min_agreement, agree  # identical but for ulp differences of logf
     # acceptance from the kernel's own tokens follows the reference rule exactly
-    redo = sa_ref.AcceptResult(got.target_tokens, *_accept_from_tokens(got.target_tokens, *args[1:2], *args[7:]))
+    redo = sa_ref.accept_tokens(got.target_tokens, args[1], *args[7:])
     _assert_accept_equal(got, redo)
     return got, want
-
-
-def _accept_from_tokens(tokens, drafts, stop_ids, remaining):
-    k = tokens.shape[1]
-    accepted = (drafts == tokens[:, :-1]).long().cumprod(1).sum(1)
-    emit = accepted + 1
-    slot = torch.arange(k, device=tokens.device)
-    is_stop = (tokens[:, :, None] == stop_ids[:, None, :]).any(-1) & (slot[None, :] < emit[:, None])
-    first_stop = torch.where(is_stop, slot[None, :], k).min(1).values
-    hit = first_stop < k
-    emit = torch.where(hit, first_stop + 1, emit)
-    oob = emit >= remaining
-    return accepted, torch.minimum(emit, remaining), hit | oob
 
 
 @gpu

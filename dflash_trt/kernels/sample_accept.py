@@ -28,6 +28,12 @@ def sample_accept(logits: torch.Tensor, drafts: torch.Tensor, temperature: torch
     """logits [N, K, V]; drafts [N, K-1]; per-row temperature/top_k/top_p/keys [N]; positions [N, K] (absolute
     position of the token each slot predicts); stop_ids [N, S] padded with -1; remaining [N] >= 1 token budget."""
     tokens = target_tokens(logits, temperature, top_k, top_p, keys, positions)
+    return accept_tokens(tokens, drafts, stop_ids, remaining)
+
+
+def accept_tokens(tokens: torch.Tensor, drafts: torch.Tensor, stop_ids: torch.Tensor,
+                  remaining: torch.Tensor) -> AcceptResult:
+    """The acceptance rule alone, given the target's tokens [N, K]: matching prefix, stop-token and budget cuts."""
     k = tokens.shape[1]
     accepted = (drafts == tokens[:, :-1]).long().cumprod(1).sum(1)
     emit = accepted + 1
