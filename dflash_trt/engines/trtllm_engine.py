@@ -1,0 +1,383 @@
+"""The TensorRT-LLM engine: DFlash speculative decoding through `tensorrt_llm.LLM` (PyTorch backend) for an engine
+directory built with `backend: trtllm`, with the same Result / StepEvent / Stats as the torch engine.
+
+TensorRT-LLM is imported only when an engine is opened; without it every entry point raises one ConfigError
+(TRTLLM_MISSING). TensorRT-LLM runs the whole spec step itself (DFlashWorker in _torch/speculative/dflash.py);
+this module maps requests in and statistics out:
+
+* requests: our SamplingParams -> tensorrt_llm.SamplingParams (to_trtllm_sampling_kwargs). Stop handling is
+  mirrored on the torch engine's: EOS ids and stop ids are passed as `stop_token_ids` with
+  `include_stop_str_in_output=True` (TensorRT-LLM strips a matched stop token otherwise) and TensorRT-LLM's own
+  single-`end_id` EOS is switched off (`ignore_eos=True`), so every stop token ends up in the output exactly as the
+  torch engine emits it.
+* statistics: every request is streamed with `stream_interval: 1`, so each response after the first carries the
+  tokens one decoding iteration accepted: τ for that step (accepted drafts + 1 bonus), the same quantity the torch
+  engine records. The first response is the prefill's token and is not a step, as in the torch engine. TensorRT-LLM's
+  own per-request figures (`decoding_iter`, `avg_decoded_tokens_per_iter`, and with `return_perf_metrics` the
+  speculative-decoding counters) are kept in Result.trtllm_metrics for cross-checking.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflash_trt import checkpoint as ckpt
+from dflash_trt.engines.torch_engine import Result, StepEvent
+from dflash_trt.engines.trtllm_options import check_trtllm_requirements, read_llm_api_options
+from dflash_trt.errors import ConfigError, RequestError
+from dflash_trt.spec.sampling import SamplingParams
+from dflash_trt.spec.stats import Stats
+
+TRTLLM_MISSING = ("backend trtllm needs TensorRT-LLM (tensorrt_llm) which is not installed here: install it on a "
+                  "Linux CUDA host (pip install tensorrt_llm), use backend torch, or run in the Docker image")
+
+
+def import_tensorrt_llm():
+    """`tensorrt_llm`, or ConfigError(TRTLLM_MISSING) when it cannot be imported."""
+    try:
+        import tensorrt_llm
+    except ImportError as err:  # ModuleNotFoundError, or a broken install (missing CUDA/MPI libraries)
+        detail = "" if isinstance(err, ModuleNotFoundError) and err.name == "tensorrt_llm" else f" ({err})"
+        raise ConfigError(TRTLLM_MISSING + detail) from None
+    return tensorrt_llm
+
+
+def trtllm_available() -> bool:
+    try:
+        import_tensorrt_llm()
+    except ConfigError:
+        return False
+    return True
+
+
+# ---- the parts that need no TensorRT-LLM ----------------------------------------------------------------------------
+
+
+def stop_token_ids(params: SamplingParams, eos_token_ids: Sequence[int]) -> list[int]:
+    """The ids that end a request: its stop ids, then the target's EOS ids unless ignore_eos (the torch engine's rule)."""
+    stops = list(params.stop_token_ids)
+    if not params.ignore_eos:
+        stops += list(eos_token_ids)
+    return list(dict.fromkeys(int(t) for t in stops))
+
+
+def to_trtllm_sampling_kwargs(params: SamplingParams, eos_token_ids: Sequence[int], seed: int) -> dict[str, Any]:
+    """Keyword arguments of `tensorrt_llm.SamplingParams` (tensorrt_llm/sampling_params.py) for one request.
+
+    temperature 0 = greedy (TensorRT-LLM's convention too); top_k 0 / top_p 1 (off here) = None there (its runtime
+    defaults: all tokens); `seed` is the request's resolved seed (TensorRT-LLM's default would be 0 for every request).
+    Tokens are the same as the torch engine's for greedy requests; sampled requests follow TensorRT-LLM's sampler,
+    not our counter-based noise, so they match the torch engine in distribution, not token for token."""
+    stops = stop_token_ids(params, eos_token_ids)
+    return {
+        "max_tokens": int(params.max_new_tokens),
+        "temperature": float(params.temperature),
+        "top_k": int(params.top_k) if params.top_k > 0 else None,
+        "top_p": float(params.top_p) if params.top_p < 1 else None,
+        "seed": int(seed),
+        "stop_token_ids": stops or None,
+        "include_stop_str_in_output": True,
+        "ignore_eos": True,
+        "detokenize": False,
+        "return_perf_metrics": True,
+    }
+
+
+def stats_from_deltas(deltas: Sequence[int], block_size: int) -> tuple[Stats, bool]:
+    """Stats from the token counts of one request's streamed responses (the first = prefill). Returns (stats,
+    per_step): per_step False when a response carried more than `block_size` tokens, i.e. responses were coalesced
+    and do not map to single steps; then no τ is recorded (use trtllm_metrics' mean instead)."""
+    counts = [int(d) for d in deltas if int(d) > 0]
+    steps = counts[1:]
+    stats = Stats(block_size=block_size, new_tokens=sum(counts))
+    if any(s > block_size for s in steps):
+        return stats, False
+    stats.taus = steps
+    return stats, True
+
+
+@dataclass
+class TrtllmResult(Result):
+    """torch_engine.Result plus what TensorRT-LLM itself reported for the request (decoding_iter,
+    avg_decoded_tokens_per_iter, acceptance counters, per_step: whether stats.taus are per-step values)."""
+
+    trtllm_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EngineDir:
+    """What TrtllmEngine needs from an engine directory (manifest.json + trtllm/llm_api_options.yaml)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    options: dict[str, Any]
+    quantization: str
+    block_size: int
+
+    @classmethod
+    def load(cls, engine_dir: str | os.PathLike) -> "EngineDir":
+        path = Path(engine_dir)
+        mpath = path / "manifest.json"
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{mpath}: missing; --engine-dir must be a directory written by dflash-trt build") from None
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{mpath}: not valid JSON ({err.msg}); rebuild the engine directory") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != "dflash-trt-engine":
+            raise ConfigError(f"{mpath}: field 'format' is not 'dflash-trt-engine'; rebuild the engine directory")
+        if manifest.get("format_version") != 1:
+            raise ConfigError(f"{mpath}: field 'format_version' {manifest.get('format_version')!r} is not 1; "
+                              f"rebuild with this dflash-trt")
+        if manifest.get("backend") != "trtllm":
+            raise ConfigError(f"{mpath}: field 'backend' is {manifest.get('backend')!r}, not 'trtllm'; open it with the "
+                              f"torch engine or rebuild with backend: trtllm")
+        rel = (manifest.get("trtllm") or {}).get("llm_api_options")
+        if not isinstance(rel, str):
+            raise ConfigError(f"{mpath}: field 'trtllm.llm_api_options' is missing; rebuild the engine directory")
+        options = read_llm_api_options(_under(path, rel))
+        spec = options.get("speculative_config")
+        if isinstance(spec, dict) and isinstance(spec.get("speculative_model"), str):
+            spec = dict(spec, speculative_model=str(_under(path, spec["speculative_model"])))
+            options = dict(options, speculative_config=spec)
+        options = dict(options, model=str(_under(path, options["model"])))
+        drafter = manifest.get("drafter") or {}
+        quantization = drafter.get("quantization", "none")
+        block = (manifest.get("runtime") or {}).get("block_size")
+        if isinstance(spec, dict):
+            block = int(spec.get("max_draft_len", 0)) + 1
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise ConfigError(f"{mpath}: field 'runtime.block_size' must be an integer >= 2, got {block!r}")
+        return cls(path, manifest, options, quantization, block)
+
+
+def _under(base: Path, p: str) -> Path:
+    q = Path(p).expanduser()
+    return q if q.is_absolute() else base / q
+
+
+# ---- the engine ------------------------------------------------------------------------------------------------------
+
+
+class TrtllmEngine:
+    """A `tensorrt_llm.LLM` serving a target with (or without) its DFlash drafter."""
+
+    def __init__(self, llm, options: dict[str, Any], *, tokenizer=None, target_cfg=None):
+        self.llm = llm
+        self.options = options
+        spec = options.get("speculative_config")
+        self.spec = isinstance(spec, dict)
+        self.block_size = int(spec["max_draft_len"]) + 1 if self.spec else 1
+        self.max_batch_size = int(options.get("max_batch_size") or 1)
+        self.max_seq_len = int(options.get("max_seq_len") or 0) or None
+        self.target_cfg = target_cfg if target_cfg is not None else ckpt.load_target_config(options["model"])
+        self.tokenizer = tokenizer
+
+    # ---- construction ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_engine_dir(cls, engine_dir: str | os.PathLike, *, use_drafter: bool = True,
+                        tokenizer: bool = True) -> "TrtllmEngine":
+        """Open an engine directory built with backend trtllm. use_drafter=False serves the same target without the
+        drafter (plain autoregressive decoding, for the AR baseline of a benchmark)."""
+        ed = EngineDir.load(engine_dir)
+        options = ed.options if use_drafter else {k: v for k, v in ed.options.items() if k != "speculative_config"}
+        return cls.from_options(options, quantization=ed.quantization, tokenizer=tokenizer)
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], *, quantization: str = "none",
+                     tokenizer: bool = True) -> "TrtllmEngine":
+        """Build `tensorrt_llm.LLM(**options)` from LLM API options (as written by trtllm_options.llm_api_options)."""
+        target_cfg = ckpt.load_target_config(options["model"])  # bad target dir: CheckpointError before the import
+        trt = import_tensorrt_llm()
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("backend trtllm needs a CUDA GPU and torch.cuda.is_available() is False: run on a GPU host "
+                              "or use backend torch")
+        check_trtllm_requirements(quantization, torch.cuda.get_device_capability(), options.get("dtype"))
+        from tensorrt_llm.llmapi import CudaGraphConfig, DFlashDecodingConfig, KvCacheConfig
+
+        kwargs = dict(options)
+        if isinstance(kwargs.get("kv_cache_config"), dict):
+            kwargs["kv_cache_config"] = KvCacheConfig(**kwargs["kv_cache_config"])
+        if isinstance(kwargs.get("cuda_graph_config"), dict):
+            kwargs["cuda_graph_config"] = CudaGraphConfig(**kwargs["cuda_graph_config"])
+        spec = kwargs.get("speculative_config")
+        if isinstance(spec, dict):
+            if spec.get("decoding_type") != "DFlash":
+                raise ConfigError(f"speculative_config.decoding_type is {spec.get('decoding_type')!r}, not 'DFlash'; "
+                                  f"rebuild the engine directory")
+            kwargs["speculative_config"] = DFlashDecodingConfig(**{k: v for k, v in spec.items() if k != "decoding_type"})
+        try:
+            llm = trt.LLM(**kwargs)
+        except (ValueError, TypeError) as err:  # pydantic's ValidationError is a ValueError
+            msg = " ".join(str(err).split())
+            raise ConfigError(f"TensorRT-LLM refused the LLM API options: {msg[:500]}") from None
+        tok = None
+        if tokenizer:
+            from dflash_trt.engines.torch_engine import load_tokenizer
+
+            tok = load_tokenizer(options["model"])
+        return cls(llm, options, tokenizer=tok, target_cfg=target_cfg)
+
+    def shutdown(self) -> None:
+        if self.llm is not None:
+            self.llm.shutdown()
+            self.llm = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    # ---- public API (same as TorchEngine) ----------------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 *, block_size: int | None = None, use_drafter: bool = True) -> list[TrtllmResult]:
+        results: list[TrtllmResult | None] = [None] * len(prompts)
+        for _ in self._run(prompts, params, block_size, use_drafter, results):
+            pass
+        return results  # type: ignore[return-value]
+
+    def stream(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
+               *, block_size: int | None = None, use_drafter: bool = True):
+        """Yields torch_engine.StepEvent-shaped events (index, token_ids, finished) as TensorRT-LLM returns them."""
+        yield from self._run(prompts, params, block_size, use_drafter, [None] * len(prompts))
+
+    # ---- internals ---------------------------------------------------------------------------------------------------
+
+    def _encode(self, prompt) -> list[int]:
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise RequestError("a text prompt needs a tokenizer; the target directory has none: pass token ids")
+            ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        else:
+            ids = [int(t) for t in prompt]
+        vocab = self.target_cfg.vocab_size
+        if not ids:
+            raise RequestError("prompt is empty: give at least one token")
+        if any(not 0 <= t < vocab for t in ids):
+            raise RequestError(f"prompt has token ids outside the vocabulary 0..{vocab - 1}")
+        return ids
+
+    def _check_mode(self, block_size, use_drafter) -> None:
+        if bool(use_drafter) != self.spec:
+            raise RequestError(
+                f"this TensorRT-LLM engine was opened {'with' if self.spec else 'without'} the drafter; use_drafter="
+                f"{use_drafter} needs another engine: TrtllmEngine.from_engine_dir(dir, use_drafter={bool(use_drafter)})")
+        if block_size is not None and block_size != self.block_size:
+            raise RequestError(f"block_size {block_size} differs from the engine's {self.block_size} (TensorRT-LLM fixes "
+                               f"max_draft_len when the engine is built): omit it or rebuild with runtime.block_size "
+                               f"{block_size}")
+
+    def _run(self, prompts, params, block_size, use_drafter, results) -> Iterator:
+        if self.llm is None:
+            raise RequestError("this engine was shut down; open a new one")
+        if isinstance(prompts, (str, bytes)):
+            raise RequestError("prompts must be a list of prompts (wrap a single prompt in a list)")
+        self._check_mode(block_size, use_drafter)
+        n = len(prompts)
+        plist = list(params) if isinstance(params, (list, tuple)) else [params or SamplingParams()] * n
+        if len(plist) != n:
+            raise RequestError(f"got {n} prompts but {len(plist)} SamplingParams; pass one, or one per prompt")
+        for p in plist:
+            p.validate(self.target_cfg.vocab_size)
+        encoded = [self._encode(p) for p in prompts]
+        if self.max_seq_len is not None:
+            for i, (ids, p) in enumerate(zip(encoded, plist)):
+                if len(ids) + p.max_new_tokens > self.max_seq_len:
+                    raise RequestError(f"prompt {i}: {len(ids)} prompt tokens + max_new_tokens {p.max_new_tokens} "
+                                       f"exceeds max_seq_len {self.max_seq_len}; shorten the prompt, lower "
+                                       f"max_new_tokens or rebuild with a larger runtime.max_seq_len")
+        from tensorrt_llm import SamplingParams as TrtSamplingParams
+
+        eos = list(self.target_cfg.eos_token_ids)
+        seeds = [p.resolved_seed() for p in plist]
+        events: queue.Queue = queue.Queue()
+        t0 = time.perf_counter()
+        handles = [self.llm.generate_async(ids, sampling_params=TrtSamplingParams(**to_trtllm_sampling_kwargs(p, eos, s)),
+                                           streaming=True) for ids, p, s in zip(encoded, plist, seeds)]
+
+        def pump(i: int, handle) -> None:  # one thread per request: iterating a streaming result blocks
+            try:
+                for out in handle:
+                    events.put((i, list(out.outputs[0].token_ids_diff), out, time.perf_counter()))
+            except BaseException as err:  # surfaced in the caller's thread
+                events.put((i, err, None, time.perf_counter()))
+            events.put((i, None, None, time.perf_counter()))  # end of this request's stream
+
+        threads = [threading.Thread(target=pump, args=(i, h), daemon=True) for i, h in enumerate(handles)]
+        for t in threads:
+            t.start()
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        deltas: list[list[int]] = [[] for _ in range(n)]
+        first_t: list[float | None] = [None] * n
+        last_t = [t0] * n
+        done = [False] * n
+        final: list[Any] = [None] * n
+        try:
+            while not all(done):
+                i, new, out, t = events.get()
+                if isinstance(new, BaseException):
+                    raise RequestError(f"prompt {i}: TensorRT-LLM failed the request: {' '.join(str(new).split())[:300]}")
+                if new is None:  # stream ended
+                    if not done[i]:
+                        done[i] = True
+                        yield StepEvent(i, [], True)
+                    continue
+                final[i] = out
+                if new:
+                    tokens[i].extend(new)
+                    deltas[i].append(len(new))
+                    if first_t[i] is None:
+                        first_t[i] = t
+                    last_t[i] = t
+                finished = bool(out.finished)
+                if new or finished:
+                    done[i] = done[i] or finished
+                    yield StepEvent(i, new, finished)
+        finally:
+            if not all(done):  # an error, or the caller stopped iterating: do not leave requests running
+                for h, d in zip(handles, done):
+                    if not d:
+                        _abort(h)
+        for th in threads:
+            th.join(timeout=5)
+
+        stop_sets = [set(stop_token_ids(p, eos)) for p in plist]
+        for i in range(n):
+            stats, per_step = stats_from_deltas(deltas[i], self.block_size)
+            start = first_t[i] if first_t[i] is not None else t0
+            stats.prefill_s, stats.decode_s = start - t0, last_t[i] - start
+            out = final[i]
+            comp = out.outputs[0] if out is not None else None
+            reason = getattr(comp, "finish_reason", None)
+            if reason not in ("stop", "length"):
+                reason = "stop" if tokens[i] and tokens[i][-1] in stop_sets[i] else "length"
+            metrics = {"per_step": per_step, "seed": seeds[i]}
+            for name in ("decoding_iter", "avg_decoded_tokens_per_iter"):
+                if getattr(out, name, None) is not None:
+                    metrics[name] = getattr(out, name)
+            spec = getattr(getattr(comp, "request_perf_metrics", None), "speculative_decoding", None)
+            for name in ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens"):
+                if getattr(spec, name, None) is not None:
+                    metrics[name] = getattr(spec, name)
+            text = self.tokenizer.decode(tokens[i], skip_special_tokens=True) if self.tokenizer is not None else None
+            results[i] = TrtllmResult(tokens[i], text, reason, stats, encoded[i], metrics)
+
+
+def _abort(handle) -> None:
+    try:
+        handle.abort()
+    except Exception:  # best effort: the request may already be finished
+        pass
