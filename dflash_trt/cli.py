@@ -90,10 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub)
     _add_make_tiny_pair(sub)
     from dflash_trt.bench.cli import add_bench_parser
+    from dflash_trt.doctor import add_doctor_parser
     from dflash_trt.train.trainer import add_train_parser
 
     add_train_parser(sub)
     add_bench_parser(sub)
+    add_doctor_parser(sub)
     return parser
 
 
