@@ -298,6 +298,30 @@ def test_image_plugin_library_holds_sm90_sm100_sm103(image_plugin_lib, recipe):
     assert doctor.cuobjdump_code(image_plugin_lib, tool) == want
 
 
+def test_plugin_stage_run_line_works_as_written(image_plugin_lib, recipe, tmp_path):
+    """The plugin stage's RUN line itself, run by bash from the repository root (the stage's WORKDIR holds the same
+    paths), with /out moved to a temp dir and without --force: seeded with the library built above, the script finds
+    it up to date (same sources, flags, nvcc) instead of compiling again."""
+    _, st, args = recipe
+    run = next(rest for kw, rest in st["plugins"] if kw == "RUN")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("libdflash_plugins.so", "libdflash_plugins.stamp"):
+        shutil.copy2(image_plugin_lib.parent / name, out / name)
+    assert "DFLASH_PLUGINS_BUILD_DIR=/out " in run and run.endswith(" --force")
+    cmd = run.replace("DFLASH_PLUGINS_BUILD_DIR=/out ", f"DFLASH_PLUGINS_BUILD_DIR={out} ")[:-len(" --force")]
+    env = dict(os.environ, DFLASH_CUDA_ARCHS=args["DFLASH_CUDA_ARCHS"])  # an ARG is an env var inside RUN
+    env.pop("DFLASH_PLUGINS_BUILD_DIR", None)
+    proc = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    if proc.returncode == 3:
+        pytest.skip(f"DFLASH_NO_PIP=1 and no nvcc here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lib = out / "libdflash_plugins.so"
+    archs = args["DFLASH_CUDA_ARCHS"].split()
+    assert kc.embedded_code(lib) == [f"sm_{a}" for a in archs] + [f"compute_{archs[-1]}"]
+    assert kc.compiled_archs(kc.load_library(lib)) == kc.embedded_code(lib)
+
+
 def test_image_doctor_plugin_check_passes_with_that_library(image_plugin_lib, tmp_path):
     env = dict(os.environ, **{kc.LIB_ENV: str(image_plugin_lib)})
     proc = subprocess.run([sys.executable, "-m", "dflash_trt", "doctor", "--require", "plugins", "--json"], env=env,
