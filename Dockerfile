@@ -9,9 +9,11 @@
 #
 # Base images (why these tags):
 # * TRTLLM_IMAGE: the TensorRT-LLM NGC release image. DFlash needs `tensorrt_llm.llmapi.DFlashDecodingConfig`, added
-#   by TensorRT-LLM PR #12794 (opened 2026-04-07). Verified from TensorRT-LLM's published docs: the API reference of
-#   1.3.0rc12 does not list it, 1.3.0rc14's does (1.3.0rc13's is not available to check), and 1.3.0rc27's lists it
-#   with `attention_backend` VANILLA | TRTLLM | FA4 (TRTLLM = the sm_100/sm_103 drafter attention B300 wants).
+#   by TensorRT-LLM PR #12794 (opened 2026-04-07). Verified in the per-release docs TensorRT-LLM publishes (its
+#   rendered tensorrt_llm/llmapi/llm_args.py and API reference): 1.3.0rc13 has PARDDecodingConfig followed directly by
+#   AutoDecodingConfig, 1.3.0rc14 has `class DFlashDecodingConfig` between them (mask_token_id, target_layer_ids; no
+#   attention_backend yet) => first release 1.3.0rc14. 1.3.0rc27's reference adds `attention_backend` VANILLA | TRTLLM
+#   | FA4 (TRTLLM = the sm_100/sm_103 drafter attention a B300 wants; dflash-trt's LLM-API options may set it).
 #   1.3.0rc27 is pinned: the newest 1.3 release whose DFlash API was checked. No Triton `trtllm-python-py3` image can
 #   be used instead: Triton's compatibility matrix lists TensorRT-LLM 1.2.1 (no DFlash) for 26.04 through 26.07,
 #   the newest rows there. The build below fails if the pinned image lacks DFlashDecodingConfig.

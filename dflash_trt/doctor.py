@@ -128,7 +128,7 @@ def probe_packages() -> dict[str, Optional[str]]:
 
 def trtllm_dflash_support() -> tuple[Optional[bool], str]:
     """Whether the installed TensorRT-LLM defines DFlashDecodingConfig, read from tensorrt_llm/llmapi/llm_args.py
-    (TensorRT-LLM added it in PR #12794; the 1.3.0rc14 API reference lists it, 1.3.0rc12's does not). Not imported:
+    (TensorRT-LLM added it in PR #12794, first released in 1.3.0rc14; 1.3.0rc13 does not have it). Not imported:
     `import tensorrt_llm` loads CUDA libraries and fails on a machine without a driver."""
     try:
         spec = importlib.util.find_spec("tensorrt_llm")
@@ -323,7 +323,7 @@ def limitations(m: Machine) -> list[str]:
         out.append("TensorRT-LLM is not installed: backend trtllm cannot build or run (use the Docker image, "
                    "docs/deploy-b300.md); backend torch is unaffected")
     elif m.trtllm_dflash is False:
-        out.append(f"TensorRT-LLM {m.packages['tensorrt_llm']} has no DFlashDecodingConfig (added in 1.3.0rc13/rc14, "
+        out.append(f"TensorRT-LLM {m.packages['tensorrt_llm']} has no DFlashDecodingConfig (first in 1.3.0rc14, "
                    "PR #12794): backend trtllm cannot run DFlash; use a newer TensorRT-LLM")
     if not m.has("modelopt"):
         out.append("ModelOpt (nvidia-modelopt) is not installed: `dflash-trt build` cannot quantize drafters to "
