@@ -643,8 +643,10 @@ def run(args) -> int:
 def add_doctor_parser(sub) -> None:
     p = sub.add_parser("doctor", help="what this machine can run (GPUs, driver, torch, TensorRT-LLM, plugins); "
                                       "whether an engine directory runs here",
-                       description=__doc__.split("\n\n")[1] if __doc__ else None,
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Report the GPUs (compute capability, FP8/NVFP4), driver, torch, TensorRT-LLM "
+                                   "(and whether it has DFlashDecodingConfig), ModelOpt, Triton and the CUDA plugin "
+                                   "library this machine has, what will not work here and why, and with --engine-dir "
+                                   "whether that engine directory can run here.",
                        epilog="exit status: 0 ok; 1 the engine directory cannot run here (or a --require is not "
                               "met); 2 bad input (missing or corrupt manifest.json)")
     p.add_argument("--engine-dir", help="an engine directory (manifest.json) to check against this machine")
