@@ -5,7 +5,9 @@
   has DFlashDecodingConfig), three stages, the plugin stage calling scripts/build_plugins.sh with the arch build arg,
   every COPY source existing and inside the build context .dockerignore leaves, the plugin library copied from where
   the build stage writes it and pointed to by DFLASH_PLUGINS_LIB, a non-root USER, Triton's ports, a HEALTHCHECK on
-  /v2/health/ready, ENTRYPOINT `dflash-trt` (the console script setup.py installs) and a CMD that parses;
+  /v2/health/ready, ENTRYPOINT `dflash-trt` (the console script setup.py installs) and a CMD that parses; every RUN
+  line passes `bash -n`, the useradd flags exist, and the HEALTHCHECK command succeeds against a ready stand-in
+  server and fails against a not-ready one and a closed port;
 * the plugin library the Dockerfile builds — the same script, the same DFLASH_CUDA_ARCHS taken from the Dockerfile —
   holds sm_90, sm_100 and sm_103 code (cuobjdump --list-elf, from the nvidia-cuda-cuobjdump wheel; and the
   fatbin parsed directly), and the image's `dflash-trt doctor --require plugins` step passes with it;
@@ -240,6 +242,69 @@ def test_runtime_stage_user_ports_health_entrypoint(recipe):
     default = [json.loads(rest) for kw, rest in rt if kw == "CMD"][-1]
     args = build_parser().parse_args(default)
     assert args.command == "doctor" and args.func is doctor.run
+
+
+def test_every_run_line_is_valid_bash(recipe):
+    """bash -n on each RUN as Docker will hand it to the stage's SHELL (bash for the runtime stage, /bin/sh -c = bash
+    here for the others)."""
+    _, st, _ = recipe
+    for stage, body in st.items():
+        for kw, rest in body:
+            if kw == "RUN":
+                proc = subprocess.run(["bash", "-n", "-o", "pipefail", "-c", rest], capture_output=True, text=True)
+                assert proc.returncode == 0, f"stage {stage}: RUN {rest}\n{proc.stderr}"
+
+
+def test_useradd_flags_exist(recipe):
+    tool = shutil.which("useradd") or ("/usr/sbin/useradd" if os.path.exists("/usr/sbin/useradd") else None)
+    if tool is None:
+        pytest.skip("no useradd here")
+    help_text = subprocess.run([tool, "--help"], capture_output=True, text=True).stdout
+    _, st, _ = recipe
+    cmd = next(rest for kw, rest in st["runtime"] if kw == "RUN" and "useradd" in rest)
+    flags = re.findall(r"(--[a-z-]+)", cmd.split("&&")[0])
+    assert flags and all(f in help_text for f in flags), (flags, help_text)
+
+
+def test_healthcheck_probe_against_a_ready_endpoint(recipe):
+    """The HEALTHCHECK command itself, pointed at a local stand-in for Triton's /v2/health/ready (200 when ready, 400
+    when not — what Triton answers) and at a closed port: exit 0 only for the ready server."""
+    import http.server
+    import socket
+    import threading
+
+    _, st, _ = recipe
+    health = next(rest for kw, rest in st["runtime"] if kw == "HEALTHCHECK")
+    cmd = json.loads(health[health.index("CMD") + 3:].strip())
+    state = {"ready": True}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/v2/health/ready" and state["ready"]
+            self.send_response(200 if ok else 400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        probe = [c.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for c in cmd]
+        probe[0] = sys.executable
+        assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+        state["ready"] = False
+        assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0
+    finally:
+        server.shutdown()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    probe = [c.replace("127.0.0.1:8000", f"127.0.0.1:{closed}") for c in cmd]
+    probe[0] = sys.executable
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0
 
 
 def test_runtime_stage_wiring(recipe):
