@@ -126,6 +126,11 @@ def probe_packages() -> dict[str, Optional[str]]:
     return out
 
 
+def defines_dflash_config(llm_args_source: str) -> bool:
+    """Whether TensorRT-LLM's llm_args.py source defines DFlashDecodingConfig at module level."""
+    return bool(re.search(r"^class\s+DFlashDecodingConfig\b", llm_args_source, re.M))
+
+
 def trtllm_dflash_support() -> tuple[Optional[bool], str]:
     """Whether the installed TensorRT-LLM defines DFlashDecodingConfig, read from tensorrt_llm/llmapi/llm_args.py
     (TensorRT-LLM added it in PR #12794, first released in 1.3.0rc14; 1.3.0rc13 does not have it). Not imported:
@@ -139,7 +144,7 @@ def trtllm_dflash_support() -> tuple[Optional[bool], str]:
     for root in spec.submodule_search_locations:
         args = Path(root) / "llmapi" / "llm_args.py"
         if args.is_file():
-            found = bool(re.search(r"^class\s+DFlashDecodingConfig\b", args.read_text(errors="replace"), re.M))
+            found = defines_dflash_config(args.read_text(errors="replace"))
             return found, f"{args}: {'defines' if found else 'does not define'} DFlashDecodingConfig"
     return None, "tensorrt_llm/llmapi/llm_args.py not found: cannot tell whether DFlashDecodingConfig exists"
 

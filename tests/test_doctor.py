@@ -317,3 +317,21 @@ def test_require_rejects_unknown_and_reports_plugins():
     m = doctor.Machine(plugins={"loads": False, "error": "x not found"})
     assert "x not found" in doctor.check_requirement("plugins", m)
     assert doctor.check_requirement("gpu", b300()) is None and doctor.check_requirement("gpu", doctor.Machine())
+
+
+def test_dflash_config_detection_on_trtllm_source_lines():
+    # 1.3.0rc14's llm_args.py (as its published source shows it) vs 1.3.0rc13's, where PARD is followed by Auto.
+    rc14 = ("class PARDDecodingConfig(DecodingBaseConfig):\n    decoding_type: Literal[\"PARD\"] = \"PARD\"\n\n\n"
+            "class DFlashDecodingConfig(DecodingBaseConfig):\n    \"\"\"Configuration for DFlash speculative decoding.\"\"\"\n")
+    rc13 = ("class PARDDecodingConfig(DecodingBaseConfig):\n    decoding_type: Literal[\"PARD\"] = \"PARD\"\n\n\n"
+            "class AutoDecodingConfig(DecodingBaseConfig):\n    # unlike DFlashDecodingConfig ...\n")
+    assert doctor.defines_dflash_config(rc14) and not doctor.defines_dflash_config(rc13)
+    assert not doctor.defines_dflash_config("    class DFlashDecodingConfig:  # nested, not the API class\n")
+
+
+def test_triton_python_requirement():
+    m = doctor.Machine(triton={"server": "/opt/tritonserver/bin/tritonserver", "python_backend": None})
+    assert "no Triton Python backend" in doctor.check_requirement("triton-python", m)
+    m.triton["python_backend"] = "/opt/tritonserver/backends/python"
+    assert doctor.check_requirement("triton-python", m) is None
+    assert "no tritonserver binary" in doctor.check_requirement("triton-python", doctor.Machine(triton={}))
