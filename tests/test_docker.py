@@ -324,6 +324,10 @@ def test_runtime_stage_wiring(recipe):
     assert "scripts/image_constraints.py freeze > image-constraints.txt" in pip[0]
     assert "PIP_CONSTRAINT=/opt/dflash-trt/image-constraints.txt" in pip[0] and workdirs[-1] == "/opt/dflash-trt"
     assert "scripts/image_constraints.py verify image-constraints.txt" in pip[0]
+    apt = " ".join(r for r in runs if "apt-get install" in r)
+    for compiler in ("build-essential", "gcc", "g++", "clang", "cuda-nvcc", "cuda-toolkit", "nvidia-cuda-nvcc"):
+        assert not re.search(rf"(?<![\w-]){re.escape(compiler)}(?![\w-])", apt), f"runtime stage installs {compiler}"
+    assert not any("build_plugins.sh" in r for r in runs), "the plugins are compiled in their own stage only"
     copied = dict(_copy_sources(rt))
     assert copied.get("setup.py") == "src/setup.py" and copied.get("dflash_trt") == "src/dflash_trt"
     assert copied.get("scripts/image_constraints.py") == "scripts/image_constraints.py"
