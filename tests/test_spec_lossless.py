@@ -15,7 +15,7 @@ import torch
 from scipy import stats as sps
 
 from dflash_trt import SamplingParams
-from dflash_trt.engines import torch_engine
+from dflash_trt.engines import scheduler
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.kernels.sample_accept import AcceptResult, sample_accept
 from dflash_trt.spec.sampling import filtered_scores
@@ -269,7 +269,7 @@ def test_sampling_matches_target_distribution(small_vocab_engine, params):
 def test_sampling_test_rejects_wrong_acceptance_rule(small_vocab_engine, monkeypatch):
     params = SamplingParams(max_new_tokens=3, temperature=1.0, ignore_eos=True)
     joint = _exact_joint(small_vocab_engine, params)
-    monkeypatch.setattr(torch_engine, "sample_accept", _wrong_rule(0.1))
+    monkeypatch.setattr(scheduler, "sample_accept", _wrong_rule(0.1))  # the step loop lives in the scheduler
     spec = _sample_tokens(small_vocab_engine, params, use_drafter=True)
     assert _chi_square_pvalue(spec, joint) < 1e-6
 

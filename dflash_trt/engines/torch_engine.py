@@ -8,13 +8,13 @@ One speculative step for the active sequences (ragged: each sequence accepts its
              (cut at stop tokens / budget)                                         (kernels.sample_accept)
   5. book    target cache length = start + a + 1; the a + 1 verified tokens' features become the next context;
              the bonus token is the next step's last token
-AR is the same loop with K = 1 and no drafter.
+AR is the same loop with K = 1 and no drafter. The loop itself lives in engines/scheduler.py (BatchScheduler: requests
+join free slots and leave at step boundaries); generate/stream run it with every prompt queued up front.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -23,10 +23,10 @@ import torch
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.block_draft import drafts_to_verify_input, prepare_block
-from dflash_trt.kernels.sample_accept import sample_accept
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel
-from dflash_trt.spec.sampling import SamplingParams, seed_keys
+from dflash_trt.engines.scheduler import BatchScheduler, StepEvent
+from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.stats import Stats
 
 
@@ -37,15 +37,6 @@ class Result:
     finish_reason: str  # "stop" (stop token / EOS emitted) or "length" (max_new_tokens)
     stats: Stats
     prompt_token_ids: list[int] = field(default_factory=list)
-
-
-@dataclass
-class StepEvent:
-    """Tokens appended to one request by one step (what `stream` yields)."""
-
-    index: int  # position of the request in the `prompts` passed in
-    token_ids: list[int]
-    finished: bool
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -174,11 +165,19 @@ class TorchEngine:
                     f"prompt {i}: {len(ids)} prompt tokens + max_new_tokens {p.max_new_tokens} exceeds max_seq_len "
                     f"{self.max_seq_len}; shorten the prompt, lower max_new_tokens or raise max_seq_len"
                 )
-        spec = use_drafter and self.drafter is not None
-        k = self._verify_len(block_size, spec)
-        for lo in range(0, n, self.max_batch_size):
-            hi = min(n, lo + self.max_batch_size)
-            yield from self._run_batch(list(range(lo, hi)), encoded[lo:hi], plist[lo:hi], k, spec, results)
+        scheduler = BatchScheduler(self, block_size=block_size, use_drafter=use_drafter)
+        for i, (ids, p) in enumerate(zip(encoded, plist)):
+            scheduler.add(i, ids, p)
+        # Continuous batching: every prompt takes a slot as soon as one is free, up to max_batch_size at a time.
+        while scheduler.has_work:
+            for event in scheduler.step_iter():
+                if event.finished:
+                    results[event.index] = event.result
+                yield event
+        # One run's times, as one batch's were before: every result carries the run's total prefill / decode time.
+        self._sync()
+        for r in results:
+            r.stats.prefill_s, r.stats.decode_s = scheduler.prefill_s, scheduler.decode_s
 
     def _draft(self, act, last_act, starts, k, context, counts, max_length) -> torch.Tensor:
         """Drafter forward for the active slots: appends their new context to the drafter cache and returns the
@@ -192,108 +191,6 @@ class TorchEngine:
     def _sync(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-    @torch.inference_mode()
-    def _run_batch(self, indices, encoded, plist, k, spec, results) -> Iterator[StepEvent]:
-        dev, n = self.device, len(encoded)
-        tgt = self.target
-        slots = torch.arange(n, device=dev)
-        t0 = time.perf_counter()
-
-        # Per-request sampling state, as tensors so acceptance is vectorised across the batch.
-        temperature = torch.tensor([float(p.temperature) for p in plist], device=dev)
-        top_k = torch.tensor([p.top_k for p in plist], device=dev)
-        top_p = torch.tensor([float(p.top_p) for p in plist], device=dev)
-        keys = seed_keys(torch.tensor([p.resolved_seed() for p in plist], device=dev))
-        stop_lists = [self._stop_ids(p) for p in plist]
-        width = max(1, max(len(s) for s in stop_lists))
-        stop_ids = torch.tensor([s + [-1] * (width - len(s)) for s in stop_lists], device=dev)
-        outputs: list[list[int]] = [[] for _ in range(n)]
-        budgets = [p.max_new_tokens for p in plist]
-        stats = [Stats(block_size=k) for _ in range(n)]
-        finish = ["length"] * n
-
-        # ---- prefill: prompt into the target cache; its first token; its features are the first context ----------
-        self.target_cache.reset()
-        prompt_lens = [len(e) for e in encoded]
-        longest = max(prompt_lens)
-        ids = torch.zeros(n, longest, dtype=torch.long, device=dev)
-        for i, e in enumerate(encoded):
-            ids[i, : len(e)] = torch.tensor(e, device=dev)
-        lens = torch.tensor(prompt_lens, device=dev)
-        logits, features = tgt(ids, self.target_cache, slots, logits_at=(lens - 1)[:, None], tap=spec, max_length=longest)
-        first = sample_accept(logits, torch.empty(n, 0, dtype=torch.long, device=dev), temperature, top_k, top_p,
-                              keys, lens[:, None], stop_ids, torch.tensor(budgets, device=dev))
-        self.target_cache.set_lengths(slots, lens)
-        last = first.target_tokens[:, 0]
-        if spec:
-            self.drafter_cache.reset()
-            context, context_counts = features, lens.clone()
-        target_len_host = list(prompt_lens)
-        drafter_len_host = [0] * n
-        context_host = list(prompt_lens)
-        first_tokens, first_done = last.tolist(), first.finished.tolist()
-        self._sync()
-        prefill_s = time.perf_counter() - t0
-        active = []
-        for i in range(n):
-            outputs[i].append(first_tokens[i])
-            if first_done[i]:
-                finish[i] = "stop" if first_tokens[i] in stop_lists[i] else "length"
-            else:
-                active.append(i)
-            yield StepEvent(indices[i], [first_tokens[i]], bool(first_done[i]))
-
-        # ---- decode steps ------------------------------------------------------------------------------------------
-        t1 = time.perf_counter()
-        while active:
-            act = torch.tensor(active, device=dev)
-            starts = self.target_cache.lengths[act]
-            last_act = last[act]
-            if spec:
-                d_max = max(drafter_len_host[i] + context_host[i] for i in active)
-                drafts = self._draft(act, last_act, starts, k, context[act], context_counts[act], d_max)
-                verify_ids = torch.cat([last_act[:, None], drafts], dim=1)
-            else:
-                verify_ids, drafts = last_act[:, None], torch.empty(len(active), 0, dtype=torch.long, device=dev)
-            t_max = max(target_len_host[i] for i in active) + k
-            logits, features = tgt(verify_ids, self.target_cache, act, tap=spec, max_length=t_max)
-            positions = starts[:, None] + 1 + torch.arange(k, device=dev)  # slot j predicts position start + j + 1
-            remaining = torch.tensor([budgets[i] - len(outputs[i]) for i in active], device=dev)
-            res = sample_accept(logits, drafts, temperature[act], top_k[act], top_p[act], keys[act], positions,
-                                stop_ids[act], remaining)
-            self.target_cache.set_lengths(act, starts + res.accepted + 1)  # crop: keep last token + accepted drafts
-            last[act] = res.target_tokens.gather(1, res.accepted[:, None])[:, 0]  # the bonus token
-            if spec:
-                if context.shape[1] != k:
-                    context = torch.zeros(n, k, features.shape[-1], dtype=features.dtype, device=dev)
-                context[act] = features  # the verified tokens' features; only the first accepted + 1 count
-                context_counts[act] = res.accepted + 1
-            host = torch.stack([res.accepted, res.num_emitted, res.finished.long()], 1).tolist()
-            tokens_host = res.target_tokens.tolist()
-            still = []
-            for row, i in enumerate(active):
-                accepted, emitted, done = host[row]
-                new = tokens_host[row][:emitted]
-                outputs[i].extend(new)
-                stats[i].taus.append(accepted + 1)
-                target_len_host[i] += accepted + 1
-                drafter_len_host[i] += context_host[i]
-                context_host[i] = accepted + 1
-                if done:
-                    finish[i] = "stop" if new and new[-1] in stop_lists[i] else "length"
-                else:
-                    still.append(i)
-                yield StepEvent(indices[i], new, bool(done))
-            active = still
-        self._sync()
-        decode_s = time.perf_counter() - t1
-
-        for i in range(n):
-            s = stats[i]
-            s.new_tokens, s.prefill_s, s.decode_s = len(outputs[i]), prefill_s, decode_s
-            text = self.tokenizer.decode(outputs[i], skip_special_tokens=True) if self.tokenizer is not None else None
-            results[indices[i]] = Result(outputs[i], text, finish[i], s, encoded[i])
 
 
 def load_tokenizer(target_dir: str | os.PathLike):
