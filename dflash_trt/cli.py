@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_train_parser(sub)
     add_bench_parser(sub)
+    from dflash_trt.serve.cli import add_serve_parser
+
+    add_serve_parser(sub)
     add_doctor_parser(sub)
     return parser
 

@@ -143,12 +143,14 @@ class BatchScheduler:
             )
         return ids, params
 
-    def add(self, request_id: Hashable, prompt: str | Sequence[int], params: SamplingParams | None = None) -> None:
+    def add(self, request_id: Hashable, prompt: str | Sequence[int], params: SamplingParams | None = None, *,
+            label: str | None = None) -> None:
         """Queue a request; it is prefilled at the next step that finds a free slot. Raises RequestError (and queues
-        nothing) if the request is invalid or the id is already in use."""
+        nothing) if the request is invalid or the id is already in use. `label` names the request in error messages
+        (default: "request <id>")."""
         if request_id in self._ids:
             raise RequestError(f"request id {request_id!r} is already in use; give each live request its own id")
-        ids, params = self.validate(prompt, params, f"request {request_id!r}")
+        ids, params = self.validate(prompt, params, label or f"request {request_id!r}")
         req = _Request(request_id, ids, params, params.resolved_seed(), self.engine._stop_ids(params),
                        Stats(block_size=self.k))
         self._ids[request_id] = req

@@ -1,0 +1,256 @@
+"""The Triton backend against a real tritonserver on loopback (the nvidia-pytriton wheel's, or one on PATH).
+
+One server for the module, started the way users start it (`dflash-trt serve --target --drafter`, a subprocess) and
+stopped the way they stop it (SIGINT); requests over HTTP generate and gRPC streaming; the served fixture pair's
+outputs compared with direct `TorchEngine.generate`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dflash_trt import SamplingParams
+from dflash_trt.engines.torch_engine import TorchEngine
+from dflash_trt.serve.triton.client import GrpcStream, ServerError, http_generate
+from dflash_trt.serve.triton.repository import write_model_repository
+from dflash_trt.serve.triton.server import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
+MAX_BATCH, MAX_SEQ = 8, 320
+QUESTIONS = [json.loads(line)["turns"][0] for line in (ROOT / "data/prompts/eagle_gsm8k.jsonl").read_text().splitlines()[:32]]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"dflash-trt serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://{url}/v2/models/dflash/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"server not ready after {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+def _start_cli(args: list[str], log: Path) -> tuple[subprocess.Popen, str, str]:
+    http, grpc = free_port(), free_port()
+    cmd = [sys.executable, "-m", "dflash_trt", "serve", *args, "--host", "127.0.0.1", "--http-port", str(http),
+           "--grpc-port", str(grpc), "--log-file", str(log)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    url = f"127.0.0.1:{http}"
+    _wait_ready(url, proc, log)
+    return proc, url, f"127.0.0.1:{grpc}"
+
+
+def _stop_cli(proc: subprocess.Popen) -> tuple[int, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return proc.returncode, out.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("triton") / "server.log"
+    proc, http, grpc = _start_cli(["--target", str(PAIR / "target"), "--drafter", str(PAIR / "drafter"),
+                                   "--max-batch-size", str(MAX_BATCH), "--max-seq-len", str(MAX_SEQ),
+                                   "--device", "cpu", "--torch-threads", "1"], log)
+    info = {"http": http, "grpc": grpc, "proc": proc, "log": log}
+    yield info
+    if proc.poll() is None:
+        _stop_cli(proc)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Two processes (this one and the model's) share the CPU: one intra-op thread each. With more, OpenMP threads
+    spin-wait for a core the other process holds, and every forward gets ~10x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", max_batch_size=MAX_BATCH,
+                                       max_seq_len=MAX_SEQ)
+
+
+def _direct(engine, prompt, max_tokens):
+    return engine.generate([prompt], SamplingParams(max_new_tokens=max_tokens))[0]
+
+
+def test_http_generate_equals_direct_generate(server, engine):
+    want = _direct(engine, QUESTIONS[0], 48)
+    got = http_generate(server["http"], QUESTIONS[0], max_tokens=48, temperature=0.0)
+    assert got.text == want.text and got.token_ids == want.token_ids
+    assert got.finish_reason == want.finish_reason
+    steps = len(want.stats.taus)
+    assert got.stats["total_draft_tokens"] == steps * 15  # K - 1 drafts per step, K = 16
+    assert got.stats["total_accepted_draft_tokens"] == sum(t - 1 for t in want.stats.taus)
+    assert got.stats["mean_tau"] == pytest.approx(want.stats.mean_tau, rel=1e-5)
+    # token-id prompts too
+    ids = engine.tokenizer(QUESTIONS[1], add_special_tokens=False)["input_ids"]
+    assert http_generate(server["http"], ids, max_tokens=16).token_ids == _direct(engine, ids, 16).token_ids
+
+
+def test_grpc_streaming_equals_direct_generate(server, engine):
+    want = _direct(engine, QUESTIONS[2], 48)
+    stream = GrpcStream(server["grpc"])
+    try:
+        got = stream.generate(QUESTIONS[2], streaming=True, max_tokens=48)
+    finally:
+        stream.close()
+    assert got.token_ids == want.token_ids and got.text == want.text
+    assert got.responses == len(want.stats.taus) + 1  # the prefill's token, then one response per step
+    assert got.finish_reason == want.finish_reason
+    assert got.stats["mean_tau"] == pytest.approx(want.stats.mean_tau, rel=1e-5)
+
+
+def test_32_concurrent_clients_match_sequential_results(server, engine):
+    max_tokens = 24
+    sequential = [_direct(engine, q, max_tokens).token_ids for q in QUESTIONS]
+    results: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def client(i: int) -> None:
+        try:
+            if i % 2:  # half over HTTP, half streaming over gRPC: both paths share the batch
+                results[i] = http_generate(server["http"], QUESTIONS[i], max_tokens=max_tokens, timeout=120)
+            else:
+                s = GrpcStream(server["grpc"])
+                try:
+                    results[i] = s.generate(QUESTIONS[i], max_tokens=max_tokens, timeout=120)
+                finally:
+                    s.close()
+        except BaseException as err:  # noqa: BLE001  (reported below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert not errors, errors
+    assert sorted(results) == list(range(32))  # no request lost
+    for i in range(32):
+        assert results[i].token_ids == sequential[i], f"client {i} differs from its sequential result"
+    batch_sizes = [results[i].stats["batch_size"] for i in range(32)]
+    assert max(batch_sizes) > 1 and max(batch_sizes) <= MAX_BATCH  # requests really shared steps
+
+
+BAD = [
+    ({"prompt": ""}, "text_input is empty"),
+    ({"prompt": "word " * 400}, "max_seq_len"),
+    ({"temperature": -0.5}, "sampling_param_temperature"),
+    ({"temperature": float("nan")}, "sampling_param_temperature"),
+    ({"top_p": 0.0}, "sampling_param_top_p"),
+    ({"top_p": 1.5}, "sampling_param_top_p"),
+    ({"stop": np.array([5], dtype=np.int32)}, "sampling_param_stop"),  # a stop that is not a string
+    ({"max_tokens": 0}, "sampling_param_max_tokens"),
+]
+
+
+@pytest.mark.parametrize("bad,message", BAD, ids=["empty", "too-long", "neg-temp", "nan-temp", "top_p-0", "top_p-1.5",
+                                                 "stop-type", "max_tokens-0"])
+def test_bad_request_gets_an_error_and_the_server_keeps_serving(server, engine, bad, message):
+    kwargs = dict(bad)
+    prompt = kwargs.pop("prompt", QUESTIONS[3])
+    kwargs.setdefault("max_tokens", 8)
+    stream = GrpcStream(server["grpc"])
+    try:
+        with pytest.raises(ServerError, match=message):
+            stream.generate(prompt, streaming=False, timeout=60, **kwargs)
+        assert stream.generate(QUESTIONS[3], max_tokens=8, timeout=60).token_ids == _direct(engine, QUESTIONS[3], 8).token_ids
+    finally:
+        stream.close()
+    if bad.get("temperature") == -0.5:  # the HTTP path reports it too (JSON has no NaN)
+        with pytest.raises(ServerError, match=message):
+            http_generate(server["http"], prompt, **kwargs)
+
+
+def test_cancelled_stream_stops_and_frees_its_slot(server, engine):
+    budget = MAX_SEQ - len(engine.tokenizer(QUESTIONS[4], add_special_tokens=False)["input_ids"])
+    stream = GrpcStream(server["grpc"])
+    stream.send(QUESTIONS[4], streaming=True, max_tokens=budget, ignore_eos=True)
+    for _ in range(3):  # it is generating
+        _, result, error = stream.receive(timeout=60)
+        assert error is None and result.as_numpy("output_token_ids").size >= 1
+    stream.close(cancel=True)
+    time.sleep(0.5)
+    # Alone on the server now: if the cancelled request still ran, this one would share steps with it.
+    got = http_generate(server["http"], QUESTIONS[5], max_tokens=16)
+    assert got.stats["batch_size"] == 1
+    assert got.token_ids == _direct(engine, QUESTIONS[5], 16).token_ids
+    assert server["proc"].poll() is None
+
+
+def test_sigint_stops_the_server_cleanly(server):
+    code, out = _stop_cli(server["proc"])
+    assert code == 0, out
+    assert "stopped" in out
+    assert "[dflash] finalized" in server["log"].read_text()  # Triton unloaded the model: finalize ran
+
+
+def test_serve_from_engine_dir_manifest(tmp_path, engine):
+    """A hand-made engine directory (docs/engine-dir.md): relative drafter path, runtime options, repository path."""
+    d = tmp_path / "engine"
+    (d / "drafter").mkdir(parents=True)
+    for f in (PAIR / "drafter").iterdir():
+        if f.suffix in (".json", ".safetensors"):
+            (d / "drafter" / f.name).write_bytes(f.read_bytes())
+    manifest = {"format": "dflash-trt-engine", "format_version": 1, "backend": "torch",
+                "target": {"path": str(PAIR / "target")}, "drafter": {"path": "drafter"},
+                "runtime": {"device": "cpu", "dtype": "float32", "max_batch_size": 2, "max_seq_len": 256, "block_size": 8},
+                "triton": {"model_repository": "triton/model_repository", "model_name": "dflash"}}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    write_model_repository(d / "triton" / "model_repository", target=PAIR / "target", drafter=d / "drafter",
+                           max_batch_size=2, max_seq_len=256, device="cpu", dtype="float32", block_size=8)
+    log = tmp_path / "server.log"
+    proc, http, _ = _start_cli(["--engine-dir", str(d), "--torch-threads", "1"], log)
+    try:
+        got = http_generate(http, QUESTIONS[6], max_tokens=16)
+        want = engine.generate([QUESTIONS[6]], SamplingParams(max_new_tokens=16), block_size=8)[0]
+        assert got.token_ids == want.token_ids
+        assert got.stats["total_draft_tokens"] == 7 * len(want.stats.taus)  # block_size 8 from the manifest
+        with pytest.raises(ServerError, match="max_seq_len 256"):  # the manifest's, not the default
+            http_generate(http, "word " * 300, max_tokens=16)
+    finally:
+        code, out = _stop_cli(proc)
+    assert code == 0, out
+
+
+def test_serve_errors_are_one_line(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "dflash_trt", "serve", *args], capture_output=True, text=True,
+                              cwd=ROOT, timeout=120)
+
+    r = run("--engine-dir", str(tmp_path))
+    assert r.returncode == 2 and "no manifest.json" in r.stderr and "Traceback" not in r.stderr
+    r = run("--target", str(PAIR / "target"))
+    assert r.returncode == 2 and "--drafter is required" in r.stderr
+    r = run("--target", str(PAIR / "target"), "--drafter", str(PAIR / "drafter"), "--http-port", "70000")
+    assert r.returncode == 2 and "--http-port" in r.stderr
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "dflash-trt-engine", "format_version": 9}))
+    r = run("--engine-dir", str(tmp_path))
+    assert r.returncode == 2 and "format_version" in r.stderr
