@@ -127,6 +127,21 @@ def test_grpc_streaming_equals_direct_generate(server, engine):
     assert got.stats["mean_tau"] == pytest.approx(want.stats.mean_tau, rel=1e-5)
 
 
+def test_stop_string_cuts_the_text_and_ends_the_request(server, engine):
+    want = _direct(engine, QUESTIONS[7], 48).text
+    words = want.split()
+    stop = " " + words[len(words) // 2]  # a string from the middle of the greedy continuation
+    cut = want[: want.find(stop)]
+    for streaming in (False, True):
+        stream = GrpcStream(server["grpc"])
+        try:
+            got = stream.generate(QUESTIONS[7], streaming=streaming, max_tokens=48, stop=[stop])
+        finally:
+            stream.close()
+        assert got.text == cut and got.finish_reason == "stop"
+    assert http_generate(server["http"], QUESTIONS[7], max_tokens=48, stop=[stop]).text == cut
+
+
 def test_32_concurrent_clients_match_sequential_results(server, engine):
     max_tokens = 24
     sequential = [_direct(engine, q, max_tokens).token_ids for q in QUESTIONS]
