@@ -130,7 +130,7 @@ def test_grpc_streaming_equals_direct_generate(server, engine):
 def test_stop_string_cuts_the_text_and_ends_the_request(server, engine):
     want = _direct(engine, QUESTIONS[7], 48).text
     words = want.split()
-    stop = " " + words[len(words) // 2]  # a string from the middle of the greedy continuation
+    stop = " " + " ".join(words[len(words) // 2: len(words) // 2 + 2])  # two words (several tokens) from the middle
     cut = want[: want.find(stop)]
     for streaming in (False, True):
         stream = GrpcStream(server["grpc"])
@@ -138,7 +138,7 @@ def test_stop_string_cuts_the_text_and_ends_the_request(server, engine):
             got = stream.generate(QUESTIONS[7], streaming=streaming, max_tokens=48, stop=[stop])
         finally:
             stream.close()
-        assert got.text == cut and got.finish_reason == "stop"
+        assert got.text == cut and got.finish_reason == "stop"  # streamed: no piece of the stop string went out
     assert http_generate(server["http"], QUESTIONS[7], max_tokens=48, stop=[stop]).text == cut
 
 
@@ -269,3 +269,29 @@ def test_serve_errors_are_one_line(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "dflash-trt-engine", "format_version": 9}))
     r = run("--engine-dir", str(tmp_path))
     assert r.returncode == 2 and "format_version" in r.stderr
+
+
+def test_write_model_repository(tmp_path):
+    from dflash_trt.errors import ConfigError
+
+    repo = write_model_repository(tmp_path / "repo", target=PAIR / "target", drafter=PAIR / "drafter", max_batch_size=4,
+                                  max_seq_len=512, device="auto", dtype="bfloat16", block_size=8)
+    write_model_repository(repo, target=PAIR / "target", drafter=None, speculative=False, model_name="ar")
+    assert sorted(p.name for p in repo.iterdir()) == ["ar", "dflash"]  # side by side, nothing else in the repository
+    config = (repo / "dflash" / "config.pbtxt").read_text()
+    assert (repo / "dflash" / "1" / "model.py").read_text().count("class TritonPythonModel") == 1
+    for line in ('backend: "python"', "decoupled: true", "max_batch_size: 0", "kind: KIND_CPU",
+                 f'key: "drafter" value: {{ string_value: "{(PAIR / "drafter").resolve()}" }}',
+                 'key: "max_batch_size" value: { string_value: "4" }', 'key: "block_size" value: { string_value: "8" }',
+                 'key: "device" value: { string_value: "auto" }', 'key: "dtype" value: { string_value: "bfloat16" }',
+                 'name: "text_input" data_type: TYPE_STRING', 'name: "sampling_param_max_tokens" data_type: TYPE_INT32',
+                 'name: "total_accepted_draft_tokens" data_type: TYPE_INT32'):
+        assert line in config, line
+    assert str(Path(__file__).resolve().parents[1]) in config  # python_path: where dflash_trt lives
+    assert 'key: "speculative" value: { string_value: "false" }' in (repo / "ar" / "config.pbtxt").read_text()
+    with pytest.raises(ConfigError, match="drafter directory is required"):
+        write_model_repository(repo, target=PAIR / "target", drafter=None)
+    with pytest.raises(ConfigError, match="max_batch_size"):
+        write_model_repository(repo, target=PAIR / "target", drafter=PAIR / "drafter", max_batch_size=0)
+    with pytest.raises(ConfigError, match="is not a directory"):
+        write_model_repository(repo, target=tmp_path / "nope", drafter=PAIR / "drafter")

@@ -71,8 +71,9 @@ class TritonPythonModel:
         self.block_size = int(_param(params, "block_size", "0")) or None
         self.default_max_tokens = int(_param(params, "default_max_tokens", "128"))
         self.cancel_check_s = float(_param(params, "cancellation_check_period_ms", "20")) / 1000
+        device = _param(params, "device", "auto")
         self.engine = TorchEngine.from_pretrained(
-            _param(params, "target"), drafter, device=_param(params, "device", "cpu"), dtype=_param(params, "dtype", "auto"),
+            _param(params, "target"), drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
             max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "2048")))
         self.scheduler = self._new_scheduler()
         self.logger.log_info(f"[dflash] python {sys.version.split()[0]} ({sys.executable}), numpy {np.__version__}, "
@@ -209,7 +210,10 @@ class TritonPythonModel:
                     if state.request.is_cancelled():
                         self.scheduler.abort(rid)
                         del live[rid]
-                        state.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                        try:
+                            state.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                        except Exception as err:  # the client is gone: nothing to tell it
+                            self.logger.log_warn(f"[dflash] cancelled request {rid}: {err}")
             if not self.scheduler.has_work:
                 continue
             try:
@@ -259,6 +263,10 @@ class TritonPythonModel:
         if state.streaming:
             # Only whole characters: a token that ends inside a UTF-8 sequence waits for the next one.
             stable = text if done else text.rstrip("\ufffd")
+            if not done and state.stop_strings:  # hold back a tail that may be the start of a stop string
+                hold = max((k for stop in state.stop_strings for k in range(1, len(stop)) if stable.endswith(stop[:k])),
+                           default=0)
+                stable = stable[: len(stable) - hold]
             delta, state.sent_text = stable[len(state.sent_text):], stable
             out_text, out_ids = delta, event.token_ids
         else:

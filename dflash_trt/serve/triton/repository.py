@@ -116,11 +116,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         raise ConfigError(f"write_model_repository: block_size must be None or an integer >= 2, got {block_size!r}")
     if not str(model_name) or any(c in str(model_name) for c in "/\\ \"'"):
         raise ConfigError(f"write_model_repository: model_name {model_name!r} must be a plain directory name")
-    device = str(device)
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(device)  # "auto" stays "auto": resolved where the model loads (cuda if that machine has one)
     for label, path in (("target", target), ("drafter", drafter)):
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"write_model_repository: {label} {str(path)!r} is not a directory")

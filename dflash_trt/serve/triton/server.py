@@ -81,9 +81,11 @@ def find_tritonserver(cache_dir: str | os.PathLike | None = None) -> TritonInsta
             shutil.rmtree(tmp, ignore_errors=True)
     libs = root.parent.parent / "nvidia_pytriton.libs"
     env = {"LD_LIBRARY_PATH": _lib_path(sysconfig.get_config_var("LIBDIR"), libs)}
+    # The stub embeds the `python3` it finds first on PATH (its pyvenv.cfg / prefix decides sys.path): make that this
+    # interpreter (a venv's python3 included), or the numpy<2 venv made for it.
     venv = _numpy1_venv(base)
-    if venv is not None:
-        env["PATH"] = os.pathsep.join([str(venv / "bin"), os.environ.get("PATH", "")])
+    bin_dir = venv / "bin" if venv is not None else Path(sys.executable).parent
+    env["PATH"] = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
     return TritonInstall(root / "bin" / "tritonserver", backends, env)
 
 
