@@ -72,6 +72,8 @@ class TritonPythonModel:
         self.default_max_tokens = int(_param(params, "default_max_tokens", "128"))
         self.cancel_check_s = float(_param(params, "cancellation_check_period_ms", "20")) / 1000
         device = _param(params, "device", "auto")
+        if device == "cuda" and args.get("model_instance_kind") == "GPU":  # KIND_GPU: one instance per GPU
+            device = f"cuda:{args.get('model_instance_device_id', 0)}"
         self.engine = TorchEngine.from_pretrained(
             _param(params, "target"), drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
             max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "2048")))

@@ -57,7 +57,10 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
                   block_size: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
                   speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0) -> str:
     """config.pbtxt text for the model (see write_model_repository for the arguments)."""
+    # cuda: an instance group on every GPU (each instance loads on its own, see model.py); cuda:N: on GPU N only.
     kind = "KIND_GPU" if str(device).startswith("cuda") else "KIND_CPU"
+    if str(device).startswith("cuda:") and str(device)[5:].isdigit():
+        kind += f" gpus: [ {int(str(device)[5:])} ]"
     lines = [
         f"name: {_quote(model_name)}",
         'backend: "python"',
