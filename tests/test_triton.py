@@ -125,6 +125,7 @@ def test_grpc_streaming_equals_direct_generate(server, engine):
     assert got.responses == len(want.stats.taus) + 1  # the prefill's token, then one response per step
     assert got.finish_reason == want.finish_reason
     assert got.stats["mean_tau"] == pytest.approx(want.stats.mean_tau, rel=1e-5)
+    assert got.stats["total_draft_tokens"] == 15 * len(want.stats.taus)
 
 
 def test_stop_string_cuts_the_text_and_ends_the_request(server, engine):

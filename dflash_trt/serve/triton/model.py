@@ -277,18 +277,19 @@ class TritonPythonModel:
             pb_utils.Tensor("text_output", np.array([out_text.encode("utf-8")], dtype=np.object_)),
             pb_utils.Tensor("output_token_ids", np.array(out_ids, dtype=np.int32)),
         ]
+        # The request's DFlash statistics so far, on every response (the final one has the totals).
+        taus = stats.taus if stats is not None else []
+        accepted = sum(t - 1 for t in taus)
+        drafted = len(taus) * (self.scheduler.k - 1)
+        tensors += [
+            pb_utils.Tensor("total_accepted_draft_tokens", np.array([accepted], dtype=np.int32)),
+            pb_utils.Tensor("total_draft_tokens", np.array([drafted], dtype=np.int32)),
+            pb_utils.Tensor("acceptance_rate", np.array([accepted / drafted if drafted else 0.0], dtype=np.float32)),
+            pb_utils.Tensor("mean_tau", np.array([sum(taus) / len(taus) if taus else 0.0], dtype=np.float32)),
+            pb_utils.Tensor("batch_size", np.array([state.batch_size], dtype=np.int32)),
+        ]
         if done:
-            taus = stats.taus if stats is not None else []
-            accepted = sum(t - 1 for t in taus)
-            drafted = len(taus) * (self.scheduler.k - 1)
-            tensors += [
-                pb_utils.Tensor("finish_reason", np.array([finish_reason.encode()], dtype=np.object_)),
-                pb_utils.Tensor("total_accepted_draft_tokens", np.array([accepted], dtype=np.int32)),
-                pb_utils.Tensor("total_draft_tokens", np.array([drafted], dtype=np.int32)),
-                pb_utils.Tensor("acceptance_rate", np.array([accepted / drafted if drafted else 0.0], dtype=np.float32)),
-                pb_utils.Tensor("mean_tau", np.array([sum(taus) / len(taus) if taus else 0.0], dtype=np.float32)),
-                pb_utils.Tensor("batch_size", np.array([state.batch_size], dtype=np.int32)),
-            ]
+            tensors.append(pb_utils.Tensor("finish_reason", np.array([finish_reason.encode()], dtype=np.object_)))
             live.pop(event.index, None)
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if done else 0
         state.sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=flags)
