@@ -219,25 +219,24 @@ class TritonPythonModel:
             if not self.scheduler.has_work:
                 continue
             try:
-                events = self.scheduler.step()
+                # Events go out as they exist: new requests' first tokens before the decode step runs (TTFT).
+                for event in self.scheduler.step_iter():
+                    state = live.get(event.index)
+                    if state is None:
+                        continue
+                    if state.token_ids:  # not its prefill event: it took part in the decode step just run
+                        state.batch_size = max(state.batch_size, self.scheduler.last_batch_size)
+                    try:
+                        self._on_event(event, state, live)
+                    except Exception as err:  # one request's failure (e.g. its client is gone) never stops the others
+                        self.logger.log_error(f"[dflash] request {event.index}: {err}")
+                        self.scheduler.abort(event.index)
+                        live.pop(event.index, None)
             except Exception as err:  # a failed step leaves the caches in an unknown state: fail the batch, go on
                 self.logger.log_error(f"[dflash] step failed: {err}\n{traceback.format_exc()}")
                 for rid in list(live):
                     self._fail(live.pop(rid), f"generation failed: {err}")
                 self.scheduler = self._new_scheduler()
-                continue
-            batch = self.scheduler.last_batch_size
-            for event in events:
-                state = live.get(event.index)
-                if state is None:
-                    continue
-                state.batch_size = max(state.batch_size, batch)
-                try:
-                    self._on_event(event, state, live)
-                except Exception as err:  # one request's failure (e.g. its client is gone) never stops the others
-                    self.logger.log_error(f"[dflash] request {event.index}: {err}")
-                    self.scheduler.abort(event.index)
-                    live.pop(event.index, None)
 
     def _fail(self, state, message):
         try:
