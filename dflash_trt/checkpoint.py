@@ -188,6 +188,29 @@ def load_target_config(directory: str | os.PathLike) -> TargetConfig:
     )
 
 
+@dataclass
+class TargetSummary:
+    """What the drafter pairing needs from any target config.json, for targets only TensorRT-LLM runs (e.g. gpt-oss:
+    MoE, sliding-window attention). `check_pair` accepts it like a TargetConfig."""
+
+    model_type: str
+    architectures: list[str]
+    hidden_size: int
+    num_hidden_layers: int
+    vocab_size: int
+
+
+def load_target_summary(directory: str | os.PathLike) -> TargetSummary:
+    directory = Path(directory)
+    raw = read_config_json(directory, "target")
+    path = directory / CONFIG_NAME
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw  # multimodal wrappers
+    return TargetSummary(
+        model_type=str(raw.get("model_type", "")), architectures=list(raw.get("architectures") or []),
+        **{name: _require_int(text, name, "target", path) for name in ("hidden_size", "num_hidden_layers", "vocab_size")},
+    )
+
+
 def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
     """z-lab's default taps: evenly spaced from layer 1 to L-3, rounded; one tap sits in the middle."""
     if num_draft_layers == 1:
@@ -203,6 +226,8 @@ class DrafterConfig(DecoderShape):
     block_size: int = 16
     mask_token_id: int = 0
     target_layer_ids: list[int] = field(default_factory=list)
+    quantization: str = "none"  # none | fp8 | nvfp4 (ModelOpt unified HF export: hf_quant_config.json)
+    quant_exclude_modules: list[str] = field(default_factory=list)
 
 
 def _dflash_field(raw: dict[str, Any], name: str):
@@ -237,13 +262,49 @@ def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
         layer_ids = default_target_layer_ids(num_target_layers, raw.get("num_hidden_layers", 1))
     if not isinstance(layer_ids, list) or not layer_ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in layer_ids):
         raise CheckpointError(f"drafter {path}: field 'dflash_config.target_layer_ids' must be a non-empty list of ints, got {layer_ids!r}")
+    quantization, exclude = _drafter_quantization(directory, raw)
     return DrafterConfig(
         **_decoder_shape(raw, hf, "drafter", path),
         num_target_layers=num_target_layers,
         block_size=block_size,
         mask_token_id=mask_token_id,
         target_layer_ids=list(layer_ids),
+        quantization=quantization,
+        quant_exclude_modules=exclude,
     )
+
+
+QUANT_CONFIG_NAME = "hf_quant_config.json"
+QUANT_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
+
+
+def _drafter_quantization(directory: Path, raw: dict[str, Any]) -> tuple[str, list[str]]:
+    """ModelOpt's unified HF export: `hf_quant_config.json` {quantization: {quant_algo, exclude_modules}} (and the
+    same facts as `quantization_config` in config.json). Returns ("none", []) for an unquantized drafter."""
+    qfile = directory / QUANT_CONFIG_NAME
+    if qfile.is_file():
+        try:
+            quant = json.loads(qfile.read_text())["quantization"]
+            algo, exclude = quant.get("quant_algo"), quant.get("exclude_modules") or []
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            raise CheckpointError(f"drafter {qfile}: not a ModelOpt quantization config ({err}); re-export the drafter") from None
+    else:
+        quant = raw.get("quantization_config")
+        if not quant:
+            return "none", []
+        if not isinstance(quant, dict):
+            raise CheckpointError(f"drafter {directory / CONFIG_NAME}: field 'quantization_config' must be an object")
+        algo, exclude = quant.get("quant_algo"), quant.get("ignore") or []
+    if algo is None:
+        return "none", []
+    if algo not in QUANT_ALGOS:
+        raise CheckpointError(
+            f"drafter {qfile if qfile.is_file() else directory / CONFIG_NAME}: quant_algo {algo!r} is not supported; "
+            f"dflash-trt runs {sorted(QUANT_ALGOS)} drafters (quantize with `dflash-trt build`)"
+        )
+    if not isinstance(exclude, list) or not all(isinstance(m, str) for m in exclude):
+        raise CheckpointError(f"drafter {qfile}: field 'quantization.exclude_modules' must be a list of module names")
+    return QUANT_ALGOS[algo], list(exclude)
 
 
 def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
@@ -337,7 +398,7 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[in
             f"{what} {directory}: missing tensor(s) {shown}; the weights do not match config.json (wrong or truncated checkpoint?)"
         )
     for name, shape in expected.items():
-        if not tensors[name].is_floating_point():
+        if tensors[name].dtype not in DTYPES.values():  # float8 counts as floating point: it needs its scales
             raise CheckpointError(
                 f"{what} {directory}: tensor {name!r} has dtype {str(tensors[name].dtype).replace('torch.', '')}; "
                 "expected float32/bfloat16/float16 weights (quantized checkpoints are produced by `dflash-trt build`, not loaded here)"
@@ -406,8 +467,44 @@ def load_drafter_tensors(directory, cfg: DrafterConfig, device="cpu") -> dict[st
     tensors = load_safetensors_dir(directory, "drafter", device)
     if tensors and all(name.startswith("model.") for name in tensors):  # tolerate exports that kept the prefix
         tensors = {name[len("model."):]: t for name, t in tensors.items()}
-    check_tensors(tensors, drafter_tensor_shapes(cfg), "drafter", directory)
+    shapes = drafter_tensor_shapes(cfg)
+    if cfg.quantization != "none":
+        quantized = quantized_linear_names(tensors, shapes)
+        check_quantized_tensors(tensors, shapes, quantized, cfg.quantization, directory)
+        shapes = {name: shape for name, shape in shapes.items() if name[: -len(".weight")] not in quantized}
+    check_tensors(tensors, shapes, "drafter", directory)
     return tensors
+
+
+def quantized_linear_names(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]]) -> set[str]:
+    """Linear layers stored quantized (their weight is not a float tensor); the rest (excluded modules, norms) are
+    plain float weights."""
+    stored_quantized = (torch.uint8, torch.float8_e4m3fn)
+    return {name[: -len(".weight")] for name, shape in shapes.items()
+            if len(shape) == 2 and name in tensors and tensors[name].dtype in stored_quantized}
+
+
+def check_quantized_tensors(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]], modules: set[str],
+                            fmt: str, directory) -> None:
+    from dflash_trt.models.quant import quantized_tensor_shapes
+
+    if not modules:
+        raise CheckpointError(
+            f"drafter {directory}: {QUANT_CONFIG_NAME} says {fmt} but no linear weight is quantized; re-export the drafter"
+        )
+    for module in sorted(modules):
+        out_features, in_features = shapes[f"{module}.weight"]
+        for suffix, (shape, dtypes) in quantized_tensor_shapes(fmt, out_features, in_features).items():
+            name = f"{module}.{suffix}"
+            t = tensors.get(name)
+            if t is None:
+                raise CheckpointError(f"drafter {directory}: {fmt} layer {module!r} has no tensor {name!r}; re-export the drafter")
+            if tuple(t.shape) != shape or t.dtype not in dtypes:
+                raise CheckpointError(
+                    f"drafter {directory}: tensor {name!r} is {str(t.dtype).replace('torch.', '')} {list(t.shape)}; "
+                    f"{fmt} needs {str(dtypes[0]).replace('torch.', '')} {list(shape)} (is hf_quant_config.json for "
+                    "these weights?)"
+                )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -415,7 +512,7 @@ def load_drafter_tensors(directory, cfg: DrafterConfig, device="cpu") -> dict[st
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def check_pair(target: TargetConfig, drafter: DrafterConfig, drafter_dir="drafter") -> None:
+def check_pair(target: "TargetConfig | TargetSummary", drafter: DrafterConfig, drafter_dir="drafter") -> None:
     """The drafter must have been built for this target. Checked before any weights are read."""
     where = f"drafter {Path(drafter_dir) / CONFIG_NAME}"
     if drafter.hidden_size != target.hidden_size:

@@ -11,7 +11,8 @@ from dflash_trt.errors import ConfigError, DFlashError
 
 def _add_generate(sub):
     p = sub.add_parser("generate", help="generate text with DFlash speculative decoding (or plain AR)")
-    p.add_argument("--target", required=True, help="target checkpoint directory (Hugging Face format)")
+    p.add_argument("--engine-dir", help="engine directory from `dflash-trt build` (instead of --target/--drafter)")
+    p.add_argument("--target", help="target checkpoint directory (Hugging Face format)")
     p.add_argument("--drafter", help="DFlash drafter directory (z-lab format); omit with --no-draft")
     p.add_argument("--prompt", action="append", required=True, help="prompt text; repeat for a batch")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -34,14 +35,28 @@ def _generate(args) -> int:
     from dflash_trt.engines.torch_engine import TorchEngine
     from dflash_trt.spec.sampling import SamplingParams
 
-    if not args.no_draft and not args.drafter:
+    if args.engine_dir and (args.target or args.drafter):
+        raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
+    if not args.engine_dir and not args.target:
+        raise ConfigError("--target (or --engine-dir) is required")
+    if not args.engine_dir and not args.no_draft and not args.drafter:
         raise ConfigError("--drafter is required unless --no-draft is given")
     # Request errors first: a typo in --temperature must not cost a full model load.
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                             top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos).validate()
-    engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
-                                         dtype=args.dtype, max_batch_size=len(args.prompt), max_seq_len=args.max_seq_len)
-    results = engine.generate(args.prompt, params, block_size=args.block_size)
+    if args.engine_dir:
+        from dflash_trt.build.engine_dir import open_engine
+
+        engine, manifest = open_engine(args.engine_dir, device=args.device,
+                                       dtype=None if args.dtype == "auto" else args.dtype,
+                                       max_batch_size=len(args.prompt), use_drafter=not args.no_draft)
+        if args.block_size is None and manifest["backend"] == "torch":
+            args.block_size = manifest["runtime"].get("block_size")
+    else:
+        engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
+                                             dtype=args.dtype, max_batch_size=len(args.prompt),
+                                             max_seq_len=args.max_seq_len)
+    results = engine.generate(args.prompt, params, block_size=None if args.no_draft else args.block_size)
     from dflash_trt.spec.stats import Stats
 
     merged = Stats.merge([r.stats for r in results])
@@ -99,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     add_doctor_parser(sub)
+    from dflash_trt.build.cli import add_build_parser
+
+    add_build_parser(sub)
     return parser
 
 

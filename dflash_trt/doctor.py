@@ -49,13 +49,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from dflash_trt.errors import ConfigError
+from dflash_trt.manifest import load_manifest, resolve
 
 EXIT_OK = 0
 EXIT_CANNOT_RUN = 1
 EXIT_BAD_INPUT = 2  # raised as ConfigError; dflash_trt.cli.main prints it as one line and returns 2
 
-MANIFEST_FORMAT = "dflash-trt-engine"
-MANIFEST_VERSIONS = (1,)
 FP8_MIN_CC = (8, 9)
 NVFP4_MIN_CC = (10, 0)
 REQUIREMENTS = ("trtllm-dflash", "triton-python", "plugins", "gpu")
@@ -381,34 +380,6 @@ def _typename(types) -> str:
                        .get(t, t.__name__) for t in types)
 
 
-def load_manifest(engine_dir: str | os.PathLike) -> dict:
-    """DIR/manifest.json, checked for format and version. Bad input raises ConfigError (exit 2)."""
-    d = Path(engine_dir)
-    if not d.is_dir():
-        raise ConfigError(f"--engine-dir {d}: not a directory (give the directory `dflash-trt build` wrote)")
-    path = d / "manifest.json"
-    if not path.is_file():
-        raise ConfigError(f"{path} not found: not an engine directory (build one with `dflash-trt build`)")
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}): rebuild the engine directory") from None
-    if not isinstance(manifest, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise ConfigError(f"{path}: format is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
-    if manifest.get("format_version") not in MANIFEST_VERSIONS:
-        raise ConfigError(f"{path}: format_version {manifest.get('format_version')!r} is not supported by this "
-                          f"dflash-trt (supports {', '.join(map(str, MANIFEST_VERSIONS))}): rebuild the engine or "
-                          "upgrade dflash-trt")
-    return manifest
-
-
-def _resolve(engine_dir: Path, p: str) -> Path:
-    path = Path(p)
-    return path if path.is_absolute() else engine_dir / path
-
-
 @dataclass
 class EngineCheck:
     engine_dir: str
@@ -454,18 +425,18 @@ def check_engine(engine_dir: str | os.PathLike, machine: Machine, manifest: Opti
     gpu_word = "no GPU here" if not gpus else f"{len(gpus)} GPU(s) here"
 
     # The engine directory's own files: missing ones mean the directory is incomplete (bad input, exit 2).
-    drafter_dir = _resolve(d, drafter)
+    drafter_dir = resolve(d, drafter)
     if not drafter.startswith("/") and not drafter_dir.is_dir():
         raise ConfigError(f"{drafter_dir}: the drafter directory named by manifest.json drafter.path is missing: "
                           "the engine directory is incomplete; rebuild it")
     if backend == "trtllm":
         opts = _get(m, "trtllm.llm_api_options", str, required=True)
-        if not _resolve(d, opts).is_file():
-            raise ConfigError(f"{_resolve(d, opts)}: named by manifest.json trtllm.llm_api_options but missing: "
+        if not resolve(d, opts).is_file():
+            raise ConfigError(f"{resolve(d, opts)}: named by manifest.json trtllm.llm_api_options but missing: "
                               "the engine directory is incomplete; rebuild it")
 
     # Files outside the engine directory (the target is referenced, not copied): must be mounted here.
-    tpath = _resolve(d, target)
+    tpath = resolve(d, target)
     if not tpath.is_dir():
         chk.problems.append(f"target checkpoint {tpath} (manifest target.path) does not exist here: mount it at the "
                             "same path (docker run -v HOST_DIR:" + str(tpath) + ":ro) or rebuild")
@@ -521,8 +492,8 @@ def check_engine(engine_dir: str | os.PathLike, machine: Machine, manifest: Opti
             chk.notes.append(f"{quant} drafter on the torch backend: dequantized to the runtime dtype when loaded "
                              "(runs anywhere, no {quant} speed-up)".replace("{quant}", quant))
     tri = _get(m, "triton.model_repository", str, default=None)
-    if tri and not _resolve(d, tri).is_dir():
-        chk.notes.append(f"no Triton model repository at {_resolve(d, tri)}: `dflash-trt serve` through Triton "
+    if tri and not resolve(d, tri).is_dir():
+        chk.notes.append(f"no Triton model repository at {resolve(d, tri)}: `dflash-trt serve` through Triton "
                          "will not find the model")
     return chk
 

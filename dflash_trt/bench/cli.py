@@ -17,8 +17,10 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                     "same batches; report mean τ, τ histogram, per-position acceptance, decode tokens/s, decode-only "
                     "speedup (TPOT_AR / TPOT_spec), efficiency (speedup / τ) and whether every output matched AR. "
                     "Writes DIR/report.json and PNG plots.")
-    p.add_argument("--target", required=True, help="target checkpoint directory (Hugging Face format)")
-    p.add_argument("--drafter", required=True, help="DFlash drafter directory (z-lab format)")
+    p.add_argument("--engine-dir", help="engine directory from `dflash-trt build` (instead of --target/--drafter; "
+                                        "backend trtllm runs through TensorRT-LLM)")
+    p.add_argument("--target", help="target checkpoint directory (Hugging Face format)")
+    p.add_argument("--drafter", help="DFlash drafter directory (z-lab format)")
     p.add_argument("--dataset", action="append", required=True, metavar="FILE.jsonl",
                    help="FastChat-style JSONL ({\"turns\": [...]} per line; the first turn is the prompt); repeat for "
                         "several sets, each named by its file stem")
@@ -50,10 +52,49 @@ def config_from_args(args):
                        seed=args.seed, warmup=args.warmup, output=args.output, max_seq_len=args.max_seq_len)
 
 
+def open_engine_dir(args, config):
+    """(engine, settings for the report) for --engine-dir: the torch engine with the build's runtime settings (dtype,
+    max_seq_len), or both TensorRT-LLM modes of a trtllm engine directory."""
+    from dflash_trt.errors import ConfigError
+    from dflash_trt.manifest import load_manifest
+
+    if args.target or args.drafter:
+        raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
+    manifest = load_manifest(args.engine_dir)
+    if manifest.get("backend") == "trtllm":
+        from dflash_trt.engines.trtllm_engine import TrtllmBenchEngines
+
+        engine = TrtllmBenchEngines(args.engine_dir)
+    else:
+        from dflash_trt.build.engine_dir import open_engine
+
+        engine, manifest = open_engine(args.engine_dir, device=args.device,
+                                       dtype=None if args.dtype == "auto" else args.dtype,
+                                       max_batch_size=max(args.batch_size, 1))
+    config.target, config.drafter = (manifest.get("target") or {}).get("path"), "drafter"
+    if config.block_size is None:
+        config.block_size = (manifest.get("runtime") or {}).get("block_size")
+    config.extra["engine_dir"] = str(args.engine_dir)
+    config.extra["backend"] = manifest.get("backend")
+    config.extra["drafter_quantization"] = (manifest.get("drafter") or {}).get("quantization")
+    return engine
+
+
 def run_bench_command(args) -> int:
     from dflash_trt.bench.runner import format_table, run_bench
+    from dflash_trt.errors import ConfigError
 
-    report = run_bench(config_from_args(args), progress=not getattr(args, "no_progress", False))
+    config = config_from_args(args)
+    engine = None
+    if args.engine_dir:
+        engine = open_engine_dir(args, config.validate())
+    elif not args.target or not args.drafter:
+        raise ConfigError("--target and --drafter (or --engine-dir) are required")
+    try:
+        report = run_bench(config, engine=engine, progress=not getattr(args, "no_progress", False))
+    finally:
+        if hasattr(engine, "shutdown"):
+            engine.shutdown()
     print(format_table(report))
     files = report.get("files", {})
     print(f"report: {files.get('report')}")

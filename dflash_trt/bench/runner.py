@@ -106,6 +106,17 @@ def _device_info(engine) -> dict:
     return info
 
 
+def _drafter_block(engine) -> int | None:
+    """The drafter's block size (the largest K): a TorchEngine's drafter, or what a TensorRT-LLM engine was built for."""
+    drafter = getattr(engine, "drafter", None)
+    return drafter.block_size if drafter is not None else getattr(engine, "drafter_block_size", None)
+
+
+def _dtype_name(engine) -> str:
+    target = getattr(engine, "target", None)
+    return str(target.lm_head.weight.dtype).removeprefix("torch.") if target is not None else str(engine.dtype_name)
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -156,11 +167,11 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
 
         engine = TorchEngine.from_pretrained(config.target, config.drafter, device=config.device, dtype=config.dtype,
                                              max_batch_size=config.batch_size, max_seq_len=config.max_seq_len)
-    if engine.drafter is None:
+    drafter_block = _drafter_block(engine)
+    if drafter_block is None:
         raise ConfigError("bench compares DFlash with AR and needs a drafter: pass --drafter DIR")
     if engine.max_batch_size < config.batch_size:
         raise ConfigError(f"--batch-size {config.batch_size} exceeds the engine's max_batch_size {engine.max_batch_size}")
-    drafter_block = engine.drafter.block_size
     k = drafter_block if config.block_size is None else config.block_size
     if not 2 <= k <= drafter_block:
         raise ConfigError(f"--block-size must be in 2..{drafter_block} (the drafter's block_size), got {k}; "
@@ -190,33 +201,37 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
         return engine.generate([p.ids for p in batch], params(batch), block_size=k if spec else None,
                                use_drafter=spec)
 
-    # ---- warmup: untimed, first batch, each mode ------------------------------------------------------------------
+    # ---- the runs: each batch in AR and DFlash mode, interleaved (same conditions for both); an engine that
+    # switches modes slowly (`phased`: TensorRT-LLM builds one LLM per mode) runs all AR batches, then all DFlash ones.
+    # Each mode is warmed up (untimed, first batch) right before its first timed batch.
     first_batch = prompts[sets[0].name][: config.batch_size]
+    jobs = [(s.name, batch, spec) for s in sets for batch in _batches(prompts[s.name], config.batch_size)
+            for spec in (False, True)]
+    if getattr(engine, "phased", False):
+        jobs.sort(key=lambda job: job[2])  # stable: batch order is kept within each mode
     total = sum(len(v) for v in prompts.values())
     bar = tqdm(total=2 * total + 2 * config.warmup * len(first_batch), unit="seq", desc="bench", disable=not progress,
                dynamic_ncols=True, file=sys.stderr)
+    runs: dict[str, dict] = {s.name: {"ar_timings": [], "spec_timings": [], "ar_results": [], "spec_results": []}
+                             for s in sets}
+    warm: set[bool] = set()
     try:
-        for _ in range(config.warmup):
-            for spec in (False, True):
-                bar.set_description(f"warmup {'dflash' if spec else 'ar'}")
-                generate(first_batch, spec)
-                bar.update(len(first_batch))
-
-        # ---- timed runs -------------------------------------------------------------------------------------------
-        runs: dict[str, dict] = {}
-        for s in sets:
-            rec = {"ar_timings": [], "spec_timings": [], "ar_results": [], "spec_results": []}
-            for batch in _batches(prompts[s.name], config.batch_size):
-                for spec, key in ((False, "ar"), (True, "spec")):
-                    bar.set_description(f"{s.name} {'dflash' if spec else 'ar'}")
-                    results = generate(batch, spec)
-                    rec[f"{key}_timings"].append(metrics.batch_timing([r.stats for r in results]))
-                    rec[f"{key}_results"].extend(results)
-                    bar.update(len(batch))
-                taus = [t for r in rec["spec_results"] for t in r.stats.taus]
-                if taus:
-                    bar.set_postfix(tau=f"{sum(taus) / len(taus):.2f}")
-            runs[s.name] = rec
+        for name, batch, spec in jobs:
+            if spec not in warm:
+                warm.add(spec)
+                for _ in range(config.warmup):
+                    bar.set_description(f"warmup {'dflash' if spec else 'ar'}")
+                    generate(first_batch, spec)
+                    bar.update(len(first_batch))
+            rec, key = runs[name], "spec" if spec else "ar"
+            bar.set_description(f"{name} {'dflash' if spec else 'ar'}")
+            results = generate(batch, spec)
+            rec[f"{key}_timings"].append(metrics.batch_timing([r.stats for r in results]))
+            rec[f"{key}_results"].extend(results)
+            bar.update(len(batch))
+            taus = [t for r in rec["spec_results"] for t in r.stats.taus]
+            if taus:
+                bar.set_postfix(tau=f"{sum(taus) / len(taus):.2f}")
     finally:
         bar.close()
 
@@ -263,7 +278,7 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             "max_new_tokens": config.max_new_tokens, "batch_size": config.batch_size, "block_size": k,
             "drafter_block_size": drafter_block, "temperature": float(config.temperature), "seed": config.seed,
             "warmup": config.warmup, "max_seq_len": max_seq_len,
-            "dtype": str(engine.target.lm_head.weight.dtype).removeprefix("torch."), "dtype_arg": config.dtype,
+            "dtype": _dtype_name(engine), "dtype_arg": config.dtype,
             "device_arg": config.device, "chat_template": has_chat_template(tokenizer),
             "timing": "decode-only: TPOT = sum(batch decode_s) / sum(new_tokens - 1); speedup = TPOT_AR / TPOT_spec; "
                       "efficiency = speedup / mean_tau",

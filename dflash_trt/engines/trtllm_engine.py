@@ -124,31 +124,20 @@ class EngineDir:
 
     @classmethod
     def load(cls, engine_dir: str | os.PathLike) -> "EngineDir":
+        from dflash_trt.manifest import load_manifest, manifest_path, resolve
+
         path = Path(engine_dir)
         mpath = path / "manifest.json"
-        try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{mpath}: missing; --engine-dir must be a directory written by dflash-trt build") from None
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{mpath}: not valid JSON ({err.msg}); rebuild the engine directory") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != "dflash-trt-engine":
-            raise ConfigError(f"{mpath}: field 'format' is not 'dflash-trt-engine'; rebuild the engine directory")
-        if manifest.get("format_version") != 1:
-            raise ConfigError(f"{mpath}: field 'format_version' {manifest.get('format_version')!r} is not 1; "
-                              f"rebuild with this dflash-trt")
+        manifest = load_manifest(path)
         if manifest.get("backend") != "trtllm":
             raise ConfigError(f"{mpath}: field 'backend' is {manifest.get('backend')!r}, not 'trtllm'; open it with the "
                               f"torch engine or rebuild with backend: trtllm")
-        rel = (manifest.get("trtllm") or {}).get("llm_api_options")
-        if not isinstance(rel, str):
-            raise ConfigError(f"{mpath}: field 'trtllm.llm_api_options' is missing; rebuild the engine directory")
-        options = read_llm_api_options(_under(path, rel))
+        options = read_llm_api_options(manifest_path(manifest, path, "trtllm", "llm_api_options"))
         spec = options.get("speculative_config")
         if isinstance(spec, dict) and isinstance(spec.get("speculative_model"), str):
-            spec = dict(spec, speculative_model=str(_under(path, spec["speculative_model"])))
+            spec = dict(spec, speculative_model=str(resolve(path, spec["speculative_model"])))
             options = dict(options, speculative_config=spec)
-        options = dict(options, model=str(_under(path, options["model"])))
+        options = dict(options, model=str(resolve(path, options["model"])))
         drafter = manifest.get("drafter") or {}
         quantization = drafter.get("quantization", "none")
         block = (manifest.get("runtime") or {}).get("block_size")
@@ -157,11 +146,6 @@ class EngineDir:
         if isinstance(block, bool) or not isinstance(block, int) or block < 1:
             raise ConfigError(f"{mpath}: field 'runtime.block_size' must be an integer >= 2, got {block!r}")
         return cls(path, manifest, options, quantization, block)
-
-
-def _under(base: Path, p: str) -> Path:
-    q = Path(p).expanduser()
-    return q if q.is_absolute() else base / q
 
 
 # ---- the engine ------------------------------------------------------------------------------------------------------
@@ -381,3 +365,44 @@ def _abort(handle) -> None:
         handle.abort()
     except Exception:  # best effort: the request may already be finished
         pass
+
+
+class TrtllmBenchEngines:
+    """Both modes of a trtllm engine directory, for `dflash-trt bench --engine-dir`.
+
+    TensorRT-LLM fixes speculative decoding when an LLM is built, so the AR baseline is a second `tensorrt_llm.LLM`
+    over the same target without `speculative_config`. Only one is alive at a time (two would split the GPU's KV
+    cache memory); `phased` tells the bench runner to run every AR batch, then every DFlash batch, so each LLM is built
+    once. `generate` has TorchEngine's signature."""
+
+    phased = True
+
+    def __init__(self, engine_dir: str | os.PathLike):
+        ed = EngineDir.load(engine_dir)  # bad directories fail here, before TensorRT-LLM is imported
+        self.engine_dir = Path(engine_dir)
+        self.drafter_block_size = ed.block_size  # K is fixed per engine: bench's default and only block size
+        self.max_batch_size = int(ed.options.get("max_batch_size") or 1)
+        self.max_seq_len = int(ed.options.get("max_seq_len") or 2048)
+        self.dtype_name = str(ed.options.get("dtype", "auto"))
+        import torch
+
+        self.device = torch.device("cuda")
+        from dflash_trt.engines.torch_engine import load_tokenizer
+
+        self.tokenizer = load_tokenizer(ed.options["model"])
+        self._engine: TrtllmEngine | None = None
+        self._spec: bool | None = None
+
+    def generate(self, prompts, params=None, *, block_size: int | None = None, use_drafter: bool = True):
+        if self._spec is not bool(use_drafter):
+            self.shutdown()
+            self._engine = TrtllmEngine.from_engine_dir(self.engine_dir, use_drafter=use_drafter, tokenizer=False)
+            self._engine.tokenizer = self.tokenizer
+            self._spec = bool(use_drafter)
+        return self._engine.generate(prompts, params, block_size=block_size if use_drafter else None,
+                                     use_drafter=use_drafter)
+
+    def shutdown(self) -> None:
+        if self._engine is not None:
+            self._engine.shutdown()
+        self._engine, self._spec = None, None

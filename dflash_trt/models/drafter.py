@@ -21,6 +21,7 @@ from torch import nn
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.models.kv_cache import KVCache
 from dflash_trt.models.layers import RMSNorm, RotaryEmbedding, attention
+from dflash_trt.models.quant import QuantLinear
 from dflash_trt.models.target import DecoderLayer
 
 
@@ -51,8 +52,20 @@ class DFlashDrafter(nn.Module):
         dtype = dtype or cfg.dtype
         with torch.device("meta"):
             model = cls(cfg)
-        state = {name: tensors[name].to(device=device, dtype=dtype) for name in ckpt.drafter_tensor_shapes(cfg)}
-        model.load_state_dict(state, strict=True, assign=True)
+        shapes = ckpt.drafter_tensor_shapes(cfg)
+        quantized = ckpt.quantized_linear_names(tensors, shapes) if cfg.quantization != "none" else set()
+        for module in sorted(quantized):  # ModelOpt-quantized linears: FP8 GEMM where the GPU has it, else dequantized
+            parent, _, leaf = module.rpartition(".")
+            parts = {suffix: tensors[f"{module}.{suffix}"] for suffix in ("weight", "weight_scale", "weight_scale_2", "input_scale")
+                     if f"{module}.{suffix}" in tensors}
+            setattr(model.get_submodule(parent) if parent else model, leaf,
+                    QuantLinear(cfg.quantization, parts, dtype, torch.device(device)))
+        state = {name: tensors[name].to(device=device, dtype=dtype) for name in shapes
+                 if name[: -len(".weight")] not in quantized}
+        model.load_state_dict(state, strict=False, assign=True)
+        missing = [n for n, p in model.named_parameters() if p.is_meta]
+        if missing:  # cannot happen after load_drafter_tensors' checks; a loud guard against silent meta weights
+            raise ckpt.CheckpointError(f"drafter {directory}: weights {missing[:3]} were not loaded")
         model.rotary.to(device)
         return model.eval()
 

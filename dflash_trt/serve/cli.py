@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -45,35 +44,13 @@ def _port(name: str, value: int, allow_zero: bool = False) -> None:
 
 def read_manifest(engine_dir: str | os.PathLike) -> dict:
     """manifest.json of an engine directory (docs/engine-dir.md), with target/drafter/repository paths made absolute."""
-    d = Path(engine_dir)
-    path = d / "manifest.json"
-    if not path.is_file():
-        raise ConfigError(f"--engine-dir {d}: no manifest.json; point it at a directory written by `dflash-trt build`")
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err}); rebuild the engine directory") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "dflash-trt-engine":
-        raise ConfigError(f"{path}: 'format' is not 'dflash-trt-engine'; rebuild the engine directory")
-    if manifest.get("format_version") != 1:
-        raise ConfigError(f"{path}: format_version {manifest.get('format_version')!r} is not supported (this dflash-trt "
-                          "reads version 1); rebuild with this version or upgrade dflash-trt")
+    from dflash_trt.manifest import load_manifest, manifest_path
 
-    def resolve(section: str, key: str = "path", required: bool = True) -> str | None:
-        entry = manifest.get(section)
-        value = entry.get(key) if isinstance(entry, dict) else None
-        if not value:
-            if required:
-                raise ConfigError(f"{path}: '{section}.{key}' is missing; rebuild the engine directory")
-            return None
-        return str((d / value).resolve()) if not Path(value).is_absolute() else str(value)
-
-    manifest["_target"] = resolve("target")
-    manifest["_drafter"] = resolve("drafter")
-    manifest["_repository"] = resolve("triton", "model_repository", required=False)
-    if manifest.get("backend", "torch") != "torch":
-        raise ConfigError(f"{path}: backend {manifest.get('backend')!r} cannot be served by the Triton Python model yet "
-                          "(it serves the torch engine); rebuild with backend: torch")
+    manifest = load_manifest(engine_dir)
+    manifest["_target"] = str(manifest_path(manifest, engine_dir, "target").resolve())
+    manifest["_drafter"] = str(manifest_path(manifest, engine_dir, "drafter").resolve())
+    repo = manifest_path(manifest, engine_dir, "triton", "model_repository", required=False)
+    manifest["_repository"] = str(repo.resolve()) if repo is not None else None
     return manifest
 
 
@@ -95,6 +72,9 @@ def serve(args) -> int:
         if args.target or args.drafter:
             raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
         manifest = read_manifest(args.engine_dir)
+        if manifest.get("backend", "torch") != "torch":
+            raise ConfigError(f"--engine-dir {args.engine_dir}: backend {manifest.get('backend')!r} cannot be served by "
+                              "the Triton Python model yet (it serves the torch engine); rebuild with backend: torch")
         target, drafter = manifest["_target"], manifest["_drafter"]
         runtime = manifest.get("runtime") or {}
         if repository is None and manifest["_repository"]:

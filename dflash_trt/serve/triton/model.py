@@ -67,7 +67,10 @@ class TritonPythonModel:
         if threads > 0:
             torch.set_num_threads(threads)
         self.speculative = _param(params, "speculative", "true").lower() == "true"
-        drafter = _param(params, "drafter") if self.speculative else None
+        # Paths inside an engine directory are written relative to this model's directory (args["model_repository"]).
+        model_dir = args.get("model_repository") or os.getcwd()
+        target = os.path.normpath(os.path.join(model_dir, _param(params, "target")))
+        drafter = os.path.normpath(os.path.join(model_dir, _param(params, "drafter"))) if self.speculative else None
         self.block_size = int(_param(params, "block_size", "0")) or None
         self.default_max_tokens = int(_param(params, "default_max_tokens", "128"))
         self.cancel_check_s = float(_param(params, "cancellation_check_period_ms", "20")) / 1000
@@ -75,13 +78,13 @@ class TritonPythonModel:
         if device == "cuda" and args.get("model_instance_kind") == "GPU":  # KIND_GPU: one instance per GPU
             device = f"cuda:{args.get('model_instance_device_id', 0)}"
         self.engine = TorchEngine.from_pretrained(
-            _param(params, "target"), drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
+            target, drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
             max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "2048")))
         self.scheduler = self._new_scheduler()
         self.logger.log_info(f"[dflash] python {sys.version.split()[0]} ({sys.executable}), numpy {np.__version__}, "
                              f"torch {torch.__version__}")
         self.logger.log_info(
-            f"[dflash] loaded target={_param(params, 'target')} drafter={drafter} device={self.engine.device} "
+            f"[dflash] loaded target={target} drafter={drafter} device={self.engine.device} "
             f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} block_size={self.scheduler.k}")
         self._queue = queue.Queue()
         self._next_id = 0

@@ -89,7 +89,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
                            max_batch_size: int = 8, max_seq_len: int = 2048, device: str = "cpu", dtype: str = "auto",
                            block_size: int | None = None, python_path: str | None = None, instance_count: int = 1,
                            model_name: str = MODEL_NAME, speculative: bool = True, default_max_tokens: int = 128,
-                           torch_num_threads: int = 0) -> Path:
+                           torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None) -> Path:
     """Write (or replace) the Triton model `model_name` in the repository directory `out_dir`; returns `out_dir`.
 
     Layout: ``out_dir/<model_name>/config.pbtxt`` and ``out_dir/<model_name>/1/model.py`` (the Python backend model
@@ -104,7 +104,9 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         (os.pathsep-separated) the backend stub puts first on sys.path so it can import dflash_trt and torch (default:
         the directory holding this dflash_trt package). instance_count: model instances (each loads its own engine).
         default_max_tokens: used when a request has no ``sampling_param_max_tokens``. torch_num_threads: > 0 sets
-        torch's intra-op threads in the model process.
+        torch's intra-op threads in the model process. engine_dir: the engine directory this repository lives in;
+        target/drafter paths inside it are written relative to the model directory, so the engine directory can be
+        moved (or written under a temporary name and renamed) without breaking them.
 
     `dflash-trt build` calls this with the values of the engine manifest (``runtime.*``) and writes the repository to
     ``ENGINE_DIR/triton/model_repository``; `dflash-trt serve` calls it for --target/--drafter. Raises ConfigError
@@ -123,13 +125,21 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
     for label, path in (("target", target), ("drafter", drafter)):
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"write_model_repository: {label} {str(path)!r} is not a directory")
+    out = Path(out_dir)
+    model_dir = out.resolve() / model_name
+
+    def as_written(path) -> str:
+        p = Path(path).resolve()
+        if engine_dir is not None and Path(engine_dir).resolve() in p.parents:
+            return os.path.relpath(p, model_dir)  # model.py resolves it against the model directory
+        return str(p)
+
     config = render_config(
-        target=str(Path(target).resolve()), drafter=str(Path(drafter).resolve()) if drafter else None,
+        target=as_written(target), drafter=as_written(drafter) if drafter else None,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len, device=device, dtype=str(dtype), block_size=block_size,
         python_path=python_path if python_path is not None else default_python_path(), instance_count=instance_count,
         model_name=model_name, speculative=speculative, default_max_tokens=default_max_tokens,
         torch_num_threads=torch_num_threads)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Atomic per model: build beside it, then swap it in.
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_name}.", dir=out.parent))  # not in the repository: Triton would see it

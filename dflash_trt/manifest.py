@@ -1,0 +1,62 @@
+"""The engine directory's `manifest.json` (docs/engine-dir.md): read and checked in one place.
+
+`dflash-trt build` writes it (dflash_trt/build/engine_dir.py); `generate/bench --engine-dir`, `serve --engine-dir`,
+`doctor --engine-dir` and the TensorRT-LLM engine read it through `load_manifest`. Paths inside the manifest are
+relative to the engine directory unless absolute (`resolve`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from dflash_trt.errors import ConfigError
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "dflash-trt-engine"
+MANIFEST_VERSION = 1
+MANIFEST_VERSIONS = (1,)  # versions this dflash-trt reads
+
+
+def load_manifest(engine_dir: str | os.PathLike) -> dict:
+    """DIR/manifest.json, checked for format and version. Bad input raises ConfigError naming the file and the fix."""
+    d = Path(engine_dir)
+    if not d.is_dir():
+        raise ConfigError(f"--engine-dir {d}: not a directory (give the directory `dflash-trt build` wrote)")
+    path = d / MANIFEST_NAME
+    if not path.is_file():
+        raise ConfigError(f"{path} not found: no manifest.json, so {d} is not an engine directory (build one with "
+                          "`dflash-trt build`)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path} is not valid JSON ({err}): rebuild the engine directory") from None
+    if not isinstance(manifest, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise ConfigError(f"{path}: format is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+    if manifest.get("format_version") not in MANIFEST_VERSIONS:
+        raise ConfigError(f"{path}: format_version {manifest.get('format_version')!r} is not supported by this "
+                          f"dflash-trt (supports {', '.join(map(str, MANIFEST_VERSIONS))}): rebuild the engine or "
+                          "upgrade dflash-trt")
+    return manifest
+
+
+def resolve(engine_dir: str | os.PathLike, p: str | os.PathLike) -> Path:
+    """A path from the manifest: absolute as written, else relative to the engine directory."""
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else Path(engine_dir) / path
+
+
+def manifest_path(manifest: dict, engine_dir: str | os.PathLike, section: str, key: str = "path",
+                  required: bool = True) -> Path | None:
+    """`manifest[section][key]` resolved against the engine directory; ConfigError when required and missing."""
+    entry = manifest.get(section)
+    value = entry.get(key) if isinstance(entry, dict) else None
+    if not isinstance(value, str) or not value:
+        if required:
+            raise ConfigError(f"{Path(engine_dir) / MANIFEST_NAME}: field '{section}.{key}' is missing; rebuild the "
+                              "engine directory")
+        return None
+    return resolve(engine_dir, value)
