@@ -340,3 +340,23 @@ def test_moved_engine_directory_still_opens(fp8_engine, tmp_path):
 
     m = read_manifest(moved)
     assert m["_drafter"] == str((moved / "drafter").resolve()) and m["_target"] == str((PAIR / "target").resolve())
+
+
+def test_trtllm_engine_dir_is_served_by_trtllm_serve(tmp_path):
+    """A backend-trtllm engine directory is served by TensorRT-LLM's trtllm-serve with the build's LLM-API options;
+    without TensorRT-LLM, `serve` says so in one line with the command it would run."""
+    from dflash_trt.serve.cli import read_manifest, trtllm_serve_command
+
+    sets = [f"output={tmp_path / 'trt'}", "backend=trtllm", "dtype=bfloat16", "quantization.format=none"]
+    assert build_cli(TINY_CONFIG, sets) == 0
+    d = tmp_path / "trt"
+    cmd = trtllm_serve_command(d, read_manifest(d), "0.0.0.0", 8000)
+    assert cmd == ["trtllm-serve", str((PAIR / "target").resolve()), "--host", "0.0.0.0", "--port", "8000",
+                   "--extra_llm_api_options", str((d / "trtllm/llm_api_options.yaml").resolve())]
+    if shutil.which("trtllm-serve"):
+        pytest.skip("trtllm-serve is installed here")
+    r = subprocess.run([sys.executable, "-m", "dflash_trt", "serve", "--engine-dir", str(d)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "served by TensorRT-LLM's trtllm-serve, which is not installed here" in r.stderr
+    assert "--extra_llm_api_options" in r.stderr

@@ -232,7 +232,8 @@ def test_runtime_stage_user_ports_health_entrypoint(recipe):
     exposed = {p for kw, rest in rt if kw == "EXPOSE" for p in rest.split()}
     assert exposed == {"8000", "8001", "8002"}
     health = [rest for kw, rest in rt if kw == "HEALTHCHECK"]
-    assert len(health) == 1 and "http://127.0.0.1:8000/v2/health/ready" in health[0]
+    assert len(health) == 1 and "http://127.0.0.1:8000" in health[0]
+    assert "'/v2/health/ready'" in health[0] and "'/health'" in health[0]  # Triton's, and trtllm-serve's
     cmd = json.loads(health[0][health[0].index("CMD") + 3:].strip())
     assert cmd[0] == "python3" and cmd[1] == "-c"
     compile(cmd[2], "HEALTHCHECK", "exec")  # the probe is valid Python
@@ -268,7 +269,7 @@ def test_useradd_flags_exist(recipe):
 
 def test_healthcheck_probe_against_a_ready_endpoint(recipe):
     """The HEALTHCHECK command itself, pointed at a local stand-in for Triton's /v2/health/ready (200 when ready, 400
-    when not — what Triton answers) and at a closed port: exit 0 only for the ready server."""
+    when not — what Triton answers) or trtllm-serve's /health, and at a closed port: exit 0 only for a ready server."""
     import http.server
     import socket
     import threading
@@ -276,11 +277,11 @@ def test_healthcheck_probe_against_a_ready_endpoint(recipe):
     _, st, _ = recipe
     health = next(rest for kw, rest in st["runtime"] if kw == "HEALTHCHECK")
     cmd = json.loads(health[health.index("CMD") + 3:].strip())
-    state = {"ready": True}
+    state = {"ready": "/v2/health/ready"}  # the path that answers 200
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            ok = self.path == "/v2/health/ready" and state["ready"]
+            ok = self.path == state["ready"]
             self.send_response(200 if ok else 400)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -295,7 +296,9 @@ def test_healthcheck_probe_against_a_ready_endpoint(recipe):
         probe = [c.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for c in cmd]
         probe[0] = sys.executable
         assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
-        state["ready"] = False
+        state["ready"] = "/health"  # trtllm-serve
+        assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+        state["ready"] = None
         assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0
     finally:
         server.shutdown()

@@ -256,6 +256,33 @@ def test_serve_from_engine_dir_manifest(tmp_path, engine):
     assert code == 0, out
 
 
+def test_serve_built_engine_dir(tmp_path, engine):
+    """`dflash-trt build` (FP8 drafter) then `dflash-trt serve --engine-dir`: the repository the build wrote is served
+    as it is (its drafter path is relative to the model directory) and greedy outputs are the target's own; the
+    engine directory still serves after being moved."""
+    from dflash_trt.cli import main
+
+    sets = ["quantization.calibration.num_samples=4", "quantization.calibration.max_new_tokens=32",
+            "quantization.gate.num_prompts=4", "quantization.gate.max_new_tokens=32",
+            "quantization.gate.max_tau_drop=0.5", "max_batch_size=2", "max_seq_len=256"]
+    argv = ["build", "--config", str(ROOT / "build_configs/tiny-gsm8k-cpu.yaml"), "--output", str(tmp_path / "built"),
+            "--no-progress"]
+    assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
+    moved = tmp_path / "moved"
+    (tmp_path / "built").rename(moved)
+    log = tmp_path / "server.log"
+    proc, http, _ = _start_cli(["--engine-dir", str(moved), "--torch-threads", "1"], log)
+    try:
+        got = http_generate(http, QUESTIONS[7], max_tokens=24)
+        want = engine.generate([QUESTIONS[7]], SamplingParams(max_new_tokens=24), use_drafter=False)[0]
+        assert got.token_ids == want.token_ids
+        assert got.stats["total_draft_tokens"] > 0
+    finally:
+        code, out = _stop_cli(proc)
+    assert code == 0, out
+    assert f"drafter={moved / 'drafter'}" in log.read_text()  # resolved against the moved model directory
+
+
 def test_serve_errors_are_one_line(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "dflash_trt", "serve", *args], capture_output=True, text=True,

@@ -54,6 +54,56 @@ def read_manifest(engine_dir: str | os.PathLike) -> dict:
     return manifest
 
 
+def trtllm_serve_command(engine_dir: str | os.PathLike, manifest: dict, host: str, port: int,
+                         executable: str = "trtllm-serve") -> list[str]:
+    """TensorRT-LLM's own server for a backend-trtllm engine directory: `trtllm-serve TARGET --host H --port P
+    --extra_llm_api_options ENGINE_DIR/trtllm/llm_api_options.yaml` (the options carry the DFlash speculative_config,
+    parallelism, CUDA graphs and KV cache settings; trtllm-serve merges them over its own defaults)."""
+    from dflash_trt.manifest import manifest_path
+
+    options = manifest_path(manifest, engine_dir, "trtllm", "llm_api_options")
+    if not options.is_file():
+        raise ConfigError(f"{options}: named by manifest.json trtllm.llm_api_options but missing; rebuild the engine "
+                          "directory")
+    return [executable, manifest["_target"], "--host", host, "--port", str(port),
+            "--extra_llm_api_options", str(options.resolve())]
+
+
+def serve_trtllm(args, manifest: dict) -> int:
+    """A backend-trtllm engine directory is served by TensorRT-LLM itself (OpenAI-compatible HTTP on --http-port:
+    /v1/completions, /v1/chat/completions, /health, /metrics); dflash-trt runs it and stops it on Ctrl-C."""
+    import shutil
+    import subprocess
+
+    executable = shutil.which("trtllm-serve")
+    if executable is None:
+        cmd = " ".join(trtllm_serve_command(args.engine_dir, manifest, args.host, args.http_port))
+        raise ConfigError(f"--engine-dir {args.engine_dir} has backend trtllm, served by TensorRT-LLM's trtllm-serve, "
+                          f"which is not installed here (run in the dflash-trt Docker image, or pip install "
+                          f"tensorrt_llm on a GPU host); the command would be: {cmd}")
+    cmd = trtllm_serve_command(args.engine_dir, manifest, args.host, args.http_port, executable)
+    print(f"dflash-trt serve: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    proc = subprocess.Popen(cmd)
+
+    def on_signal(signum, frame):  # SIGINT / SIGTERM (docker stop): stop trtllm-serve cleanly, then exit
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+            return 0
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def serve(args) -> int:
     from dflash_trt.serve.triton.repository import MODEL_NAME, write_model_repository
     from dflash_trt.serve.triton.server import TritonServer, find_tritonserver
@@ -72,9 +122,8 @@ def serve(args) -> int:
         if args.target or args.drafter:
             raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
         manifest = read_manifest(args.engine_dir)
-        if manifest.get("backend", "torch") != "torch":
-            raise ConfigError(f"--engine-dir {args.engine_dir}: backend {manifest.get('backend')!r} cannot be served by "
-                              "the Triton Python model yet (it serves the torch engine); rebuild with backend: torch")
+        if manifest.get("backend") == "trtllm":
+            return serve_trtllm(args, manifest)
         target, drafter = manifest["_target"], manifest["_drafter"]
         runtime = manifest.get("runtime") or {}
         if repository is None and manifest["_repository"]:
