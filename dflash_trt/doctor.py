@@ -488,7 +488,10 @@ def check_engine(engine_dir: str | os.PathLike, machine: Machine, manifest: Opti
     if backend == "torch":
         on = ("CPU" if device == "cpu" or not gpus else f"GPU {device if device.startswith('cuda') else 'cuda:0'}")
         chk.notes.append(f"torch backend on {on}" + (" (runtime.device auto, no GPU here)" if device == "auto" and not gpus else ""))
-        if quant != "none":
+        fp8_gemm = quant == "fp8" and used and all(g.capability >= FP8_MIN_CC for g in used)
+        if fp8_gemm:
+            chk.notes.append("fp8 drafter on the torch backend: FP8 GEMMs (torch._scaled_mm) on this sm_89+ GPU")
+        elif quant != "none":
             chk.notes.append(f"{quant} drafter on the torch backend: dequantized to the runtime dtype when loaded "
                              "(runs anywhere, no {quant} speed-up)".replace("{quant}", quant))
     tri = _get(m, "triton.model_repository", str, default=None)

@@ -360,3 +360,19 @@ def test_trtllm_engine_dir_is_served_by_trtllm_serve(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "served by TensorRT-LLM's trtllm-serve, which is not installed here" in r.stderr
     assert "--extra_llm_api_options" in r.stderr
+
+
+def test_doctor_on_built_engine_directories(fp8_engine, tmp_path, capsys):
+    """doctor reads what build wrote: the CPU torch engine runs here (exit 0); a trtllm engine needs a GPU and
+    TensorRT-LLM (exit 1 here, naming both)."""
+    assert main(["doctor", "--engine-dir", str(fp8_engine)]) == 0
+    assert "can run here" in capsys.readouterr().out
+    sets = [f"output={tmp_path / 'trt'}", "backend=trtllm", "dtype=bfloat16", "quantization.format=none",
+            "tensor_parallel_size=2"]
+    assert build_cli(TINY_CONFIG, sets) == 0
+    capsys.readouterr()
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["doctor", "--engine-dir", str(tmp_path / "trt")]) == 1
+    out = capsys.readouterr().out
+    assert "CANNOT run here" in out and "needs a CUDA GPU" in out

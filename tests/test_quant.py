@@ -172,3 +172,19 @@ def test_bad_quantized_checkpoints_are_refused(fp8_drafter, tmp_path):
     (d / "hf_quant_config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="not a ModelOpt quantization config"):
         ckpt.load_drafter_config(d)
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_path_matches_the_dequantized_path(fp8_drafter):
+    """On an sm_89+ GPU the FP8 linears run torch._scaled_mm; they must agree with the dequantize-and-fake-quant path
+    (the same arithmetic up to accumulation order)."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs an FP8 GPU (sm_89+)")
+    gpu = DFlashDrafter.from_pretrained(fp8_drafter, torch.bfloat16, "cuda")
+    ref = DFlashDrafter.from_pretrained(fp8_drafter, torch.bfloat16, "cpu")
+    q = gpu.layers[0].mlp.down_proj
+    assert q.use_fp8_gemm
+    x = torch.randn(7, q.in_features, dtype=torch.bfloat16) * 3
+    got = q(x.cuda()).float().cpu()
+    want = ref.layers[0].mlp.down_proj(x).float()
+    assert (got - want).abs().max() <= 0.02 * want.abs().max() + 1e-3
