@@ -194,7 +194,6 @@ class TargetSummary:
     MoE, sliding-window attention). `check_pair` accepts it like a TargetConfig."""
 
     model_type: str
-    architectures: list[str]
     hidden_size: int
     num_hidden_layers: int
     vocab_size: int
@@ -206,7 +205,7 @@ def load_target_summary(directory: str | os.PathLike) -> TargetSummary:
     path = directory / CONFIG_NAME
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw  # multimodal wrappers
     return TargetSummary(
-        model_type=str(raw.get("model_type", "")), architectures=list(raw.get("architectures") or []),
+        model_type=str(raw.get("model_type", "")),
         **{name: _require_int(text, name, "target", path) for name in ("hidden_size", "num_hidden_layers", "vocab_size")},
     )
 
