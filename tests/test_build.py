@@ -323,6 +323,14 @@ def test_unquantized_build_copies_the_drafter(tmp_path):
         assert (d / "drafter" / f).read_bytes() == (PAIR / "drafter" / f).read_bytes()
 
 
+def test_build_json_prints_only_the_manifest(tmp_path, capsys):
+    sets = small(tmp_path, "j", **{"quantization.gate.num_prompts": 4, "quantization.calibration.num_samples": 4,
+                                   "quantization.gate.max_tau_drop": 0.5})
+    assert build_cli(TINY_CONFIG, sets, "--json") == 0
+    manifest = json.loads(capsys.readouterr().out)  # ModelOpt's own prints went to stderr
+    assert manifest == load_manifest(tmp_path / "j")
+
+
 def test_build_check_writes_nothing(tmp_path, capsys):
     assert main(["build", "--config", str(TINY_CONFIG), "--check", "--output", str(tmp_path / "e")]) == 0
     assert capsys.readouterr().out.startswith("ok: backend torch") and not (tmp_path / "e").exists()

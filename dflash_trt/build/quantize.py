@@ -18,6 +18,7 @@ context features, exported in ModelOpt's unified Hugging Face format in z-lab la
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import shutil
@@ -118,7 +119,8 @@ def quantize_drafter(engine, fmt: str, calibration_ids: list[list[int]], max_new
         run_prompts(engine, calibration_ids, max_new_tokens, block_size=None, desc=f"calibrate {fmt}",
                     progress=progress)
 
-    with warnings.catch_warnings():
+    # ModelOpt prints progress to stdout; stdout is the build's result (--json), so its chatter goes to stderr.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         mtq.quantize(drafter, cfg, forward_loop)
     quantized = sorted(name for name, m in drafter.named_modules()
@@ -130,7 +132,7 @@ def quantize_drafter(engine, fmt: str, calibration_ids: list[list[int]], max_new
     out_dir.mkdir(parents=True, exist_ok=False)
     export_dir = Path(tempfile.mkdtemp(prefix=".modelopt-export.", dir=out_dir.parent))
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
             warnings.simplefilter("ignore")
             export_hf_checkpoint(_export_model(drafter), dtype=dtype, export_dir=export_dir)
         hf_quant = json.loads((export_dir / "hf_quant_config.json").read_text())
