@@ -241,14 +241,7 @@ class BatchScheduler:
         self._last[slots] = first.target_tokens[:, 0]
         if self.spec:
             engine.drafter_cache.set_lengths(slots, zeros)
-            if self._context is None or self._context.shape[1] < longest:
-                wide = torch.zeros(engine.max_batch_size, max(longest, self.k), features.shape[-1], dtype=features.dtype,
-                                   device=dev)
-                if self._context is not None:
-                    wide[:, : self._context.shape[1]] = self._context
-                self._context = wide
-            self._context[slots, :longest] = features
-            self._context_counts[slots] = lens
+            self._set_prompt_context(slots, features, lens)
         tokens, done = first.target_tokens[:, 0].tolist(), first.finished.tolist()
         elapsed = time.perf_counter() - t0
         self.prefill_s += elapsed
@@ -261,6 +254,19 @@ class BatchScheduler:
             r.outputs.append(tokens[i])
             events.append(self._finish(r, [tokens[i]]) if done[i] else StepEvent(r.request_id, [tokens[i]], False))
         yield from events
+
+    def _set_prompt_context(self, slots: torch.Tensor, features: torch.Tensor, lens: torch.Tensor) -> None:
+        """A new slot's first drafter context: its prompt's features [m, longest, F], lens[i] of them real; the next
+        draft takes them in (a buffer as wide as the longest prompt seen)."""
+        longest = features.shape[1]
+        if self._context is None or self._context.shape[1] < longest:
+            wide = torch.zeros(self.engine.max_batch_size, max(longest, self.k), features.shape[-1],
+                               dtype=features.dtype, device=features.device)
+            if self._context is not None:
+                wide[:, : self._context.shape[1]] = self._context
+            self._context = wide
+        self._context[slots, :longest] = features
+        self._context_counts[slots] = lens
 
     def _decode(self) -> Iterator[StepEvent]:
         engine, dev, k = self.engine, self.engine.device, self.k

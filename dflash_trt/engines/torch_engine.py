@@ -65,11 +65,15 @@ class TorchEngine:
     """Owns the target, the optional drafter, their pre-allocated KV caches and the tokenizer."""
 
     def __init__(self, target: TargetModel, drafter: DFlashDrafter | None = None, tokenizer=None, *,
-                 max_batch_size: int = 8, max_seq_len: int = 2048):
+                 max_batch_size: int = 8, max_seq_len: int = 2048, decode_loop: str = "host", steps_per_sync: int = 4):
         if max_batch_size < 1 or max_seq_len < 2:
             raise ConfigError(f"max_batch_size ({max_batch_size}) must be >= 1 and max_seq_len ({max_seq_len}) >= 2")
+        if decode_loop not in ("host", "device"):
+            raise ConfigError(f"decode_loop must be 'host' (one host read per step) or 'device' (steps_per_sync steps "
+                              f"on the device per host read, CUDA graphs on GPU), got {decode_loop!r}")
         self.target, self.drafter, self.tokenizer = target, drafter, tokenizer
         self.max_batch_size, self.max_seq_len = max_batch_size, max_seq_len
+        self.decode_loop, self.steps_per_sync = decode_loop, steps_per_sync
         self.device = target.lm_head.weight.device
         # Headroom past max_seq_len: a verify block and prefill padding write a few entries past the kept length.
         margin = drafter.block_size if drafter is not None else 1
@@ -81,7 +85,8 @@ class TorchEngine:
     @classmethod
     def from_pretrained(cls, target_dir: str | os.PathLike, drafter_dir: str | os.PathLike | None = None, *,
                         device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
-                        max_batch_size: int = 8, max_seq_len: int = 2048, tokenizer: bool = True) -> "TorchEngine":
+                        max_batch_size: int = 8, max_seq_len: int = 2048, tokenizer: bool = True,
+                        decode_loop: str = "host", steps_per_sync: int = 4) -> "TorchEngine":
         device = resolve_device(device)
         target_cfg = ckpt.load_target_config(target_dir)
         drafter_cfg = None
@@ -92,7 +97,8 @@ class TorchEngine:
         target = TargetModel.from_pretrained(target_dir, dtype, device, target_cfg)
         drafter = DFlashDrafter.from_pretrained(drafter_dir, dtype, device, drafter_cfg) if drafter_cfg else None
         tok = load_tokenizer(target_dir) if tokenizer else None
-        return cls(target, drafter, tok, max_batch_size=max_batch_size, max_seq_len=max_seq_len)
+        return cls(target, drafter, tok, max_batch_size=max_batch_size, max_seq_len=max_seq_len, decode_loop=decode_loop,
+                   steps_per_sync=steps_per_sync)
 
     # ---- public API --------------------------------------------------------------------------------------------------
 
@@ -165,7 +171,7 @@ class TorchEngine:
                     f"prompt {i}: {len(ids)} prompt tokens + max_new_tokens {p.max_new_tokens} exceeds max_seq_len "
                     f"{self.max_seq_len}; shorten the prompt, lower max_new_tokens or raise max_seq_len"
                 )
-        scheduler = BatchScheduler(self, block_size=block_size, use_drafter=use_drafter)
+        scheduler = self.new_scheduler(block_size=block_size, use_drafter=use_drafter)
         for i, (ids, p) in enumerate(zip(encoded, plist)):
             scheduler.add(i, ids, p)
         # Continuous batching: every prompt takes a slot as soon as one is free, up to max_batch_size at a time.
@@ -178,6 +184,15 @@ class TorchEngine:
         self._sync()
         for r in results:
             r.stats.prefill_s, r.stats.decode_s = scheduler.prefill_s, scheduler.decode_s
+
+    def new_scheduler(self, *, block_size: int | None = None, use_drafter: bool = True) -> BatchScheduler:
+        """The in-flight batch for this engine's decode loop: BatchScheduler (host loop) or DeviceLoopScheduler."""
+        if self.decode_loop == "device":
+            from dflash_trt.engines.device_loop import DeviceLoopScheduler
+
+            return DeviceLoopScheduler(self, block_size=block_size, use_drafter=use_drafter,
+                                       steps_per_sync=self.steps_per_sync)
+        return BatchScheduler(self, block_size=block_size, use_drafter=use_drafter)
 
     def _draft(self, act, last_act, starts, k, context, counts, max_length) -> torch.Tensor:
         """Drafter forward for the active slots: appends their new context to the drafter cache and returns the

@@ -110,6 +110,19 @@ class DFlashDrafter(nn.Module):
             h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible)
         return self.norm(h)
 
+    def ingest(self, context: torch.Tensor, context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor) -> None:
+        """Write context K/V without drafting: what `forward` does with its context before the block attends to it
+        (every layer's own k_proj/v_proj + k_norm + RoPE at the rows' absolute positions, from cache.lengths[slots]).
+        context [N, C, n*H], of which context_counts [N] rows are real. The caller commits lengths += counts. Used to
+        take a whole prompt's features in at prefill, so that decode steps carry at most K context rows."""
+        start = cache.lengths[slots]
+        positions = start[:, None] + torch.arange(context.shape[1], device=context.device)
+        features = self.hidden_norm(self.fc(context))
+        cos, sin = self.rotary(positions, self.norm.weight.dtype)
+        for i, layer in enumerate(self.layers):
+            k_ctx, v_ctx = layer.self_attn.project_kv(features, cos, sin)
+            cache.write(i, slots, positions, k_ctx, v_ctx)
+
     def forward_train(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
                       context_positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         """Training forward without a cache: many blocks per sequence in one pass.
