@@ -26,6 +26,10 @@ def _add_generate(sub):
     p.add_argument("--max-seq-len", type=int, default=2048)
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--no-draft", action="store_true", help="plain autoregressive decoding with the same engine")
+    p.add_argument("--decode-loop", choices=["host", "device"], default="host",
+                   help="host: one host read per step; device: --steps-per-sync steps on the device per host read "
+                        "(CUDA graphs + plugin kernels on a GPU)")
+    p.add_argument("--steps-per-sync", type=int, default=4, help="steps per host read with --decode-loop device")
     p.add_argument("--check-ar", action="store_true", help="also run AR and report whether the outputs are identical")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_generate)
@@ -49,13 +53,15 @@ def _generate(args) -> int:
 
         engine, manifest = open_engine(args.engine_dir, device=args.device,
                                        dtype=None if args.dtype == "auto" else args.dtype,
-                                       max_batch_size=len(args.prompt), use_drafter=not args.no_draft)
+                                       max_batch_size=len(args.prompt), use_drafter=not args.no_draft,
+                                       decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
         if args.block_size is None and manifest["backend"] == "torch":
             args.block_size = manifest["runtime"].get("block_size")
     else:
         engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
                                              dtype=args.dtype, max_batch_size=len(args.prompt),
-                                             max_seq_len=args.max_seq_len)
+                                             max_seq_len=args.max_seq_len, decode_loop=args.decode_loop,
+                                             steps_per_sync=args.steps_per_sync)
     results = engine.generate(args.prompt, params, block_size=None if args.no_draft else args.block_size)
     from dflash_trt.spec.stats import Stats
 

@@ -1,6 +1,7 @@
 """The trained tiny GSM8K pair (tests/fixtures/gsm8k-tiny): it accepts drafts on unseen test questions and stays
-lossless. Measured 2026-11-22 on CPU (40 eagle_gsm8k prompts, 128 new tokens, greedy, block 16): mean tau 2.17;
-the floor below leaves margin for the smaller sample used here."""
+lossless. Measured 2026-11-23 on CPU (40 eagle_gsm8k prompts, 128 new tokens, greedy, block 16): mean tau 2.52 (the
+drafter of 2026-11-22, trained on a quarter of the data, had 2.17); the 12-prompt, 96-token sample used here measures
+2.33; the floor leaves margin below it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dflash_trt.bench.runner import BenchConfig, run_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
-TAU_FLOOR = 1.8
+TAU_FLOOR = 2.1
 
 
 def test_fixture_pair_accepts_and_matches_ar(tmp_path):
@@ -22,7 +23,7 @@ def test_fixture_pair_accepts_and_matches_ar(tmp_path):
     overall = report["overall"]
     assert overall["all_match_ar"] is True
     assert overall["mean_tau"] >= TAU_FLOOR
-    assert overall["per_position_acceptance"][0] > 0.4  # the first draft is right more often than not... nearly
+    assert overall["per_position_acceptance"][0] > 0.5  # the first draft is right more often than not
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["overall"]["mean_tau"] == overall["mean_tau"]
 

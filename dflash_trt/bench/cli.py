@@ -39,6 +39,10 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-seq-len", type=int, default=4096,
                    help="engine KV-cache length per sequence; longer prompts are cut from the left (default 4096)")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    p.add_argument("--decode-loop", choices=["host", "device"], default="host",
+                   help="torch engine decode loop: host (a host read per step) or device (--steps-per-sync steps per "
+                        "host read; CUDA graphs + plugin kernels on a GPU)")
+    p.add_argument("--steps-per-sync", type=int, default=4)
     p.set_defaults(func=run_bench_command)
     return p
 
@@ -70,7 +74,8 @@ def open_engine_dir(args, config):
 
         engine, manifest = open_engine(args.engine_dir, device=args.device,
                                        dtype=None if args.dtype == "auto" else args.dtype,
-                                       max_batch_size=max(args.batch_size, 1))
+                                       max_batch_size=max(args.batch_size, 1), decode_loop=args.decode_loop,
+                                       steps_per_sync=args.steps_per_sync)
     config.target, config.drafter = (manifest.get("target") or {}).get("path"), "drafter"
     if config.block_size is None:
         config.block_size = (manifest.get("runtime") or {}).get("block_size")
@@ -90,6 +95,16 @@ def run_bench_command(args) -> int:
         engine = open_engine_dir(args, config.validate())
     elif not args.target or not args.drafter:
         raise ConfigError("--target and --drafter (or --engine-dir) are required")
+    else:
+        from dflash_trt.engines.torch_engine import TorchEngine
+
+        config.validate()
+        engine = TorchEngine.from_pretrained(config.target, config.drafter, device=config.device, dtype=config.dtype,
+                                             max_batch_size=config.batch_size, max_seq_len=config.max_seq_len,
+                                             decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
+    config.extra["decode_loop"] = args.decode_loop
+    if args.decode_loop == "device":
+        config.extra["steps_per_sync"] = args.steps_per_sync
     try:
         report = run_bench(config, engine=engine, progress=not getattr(args, "no_progress", False))
     finally:

@@ -98,7 +98,8 @@ def ckpt_sha(path: Path) -> str | None:
 
 
 def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dtype: str | None = None,
-                max_batch_size: int | None = None, use_drafter: bool = True):
+                max_batch_size: int | None = None, use_drafter: bool = True, decode_loop: str = "host",
+                steps_per_sync: int = 4):
     """(engine, manifest) for an engine directory: a TorchEngine (backend torch) or a TrtllmEngine (backend trtllm),
     with the runtime settings the build recorded unless overridden here."""
     manifest = load_manifest(engine_dir)
@@ -122,5 +123,5 @@ def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dty
     engine = TorchEngine.from_pretrained(
         target, drafter, device=None if run_device == "auto" else run_device, dtype=dtype or runtime.get("dtype"),
         max_batch_size=max_batch_size or int(runtime.get("max_batch_size", 8)),
-        max_seq_len=int(runtime.get("max_seq_len", 2048)))
+        max_seq_len=int(runtime.get("max_seq_len", 2048)), decode_loop=decode_loop, steps_per_sync=steps_per_sync)
     return engine, manifest

@@ -1,0 +1,161 @@
+"""The speculative step's non-model overhead: a whole decode step vs its two model forwards alone.
+
+Random weights at a given shape (default: Qwen3-8B + a 5-layer DFlash drafter, bf16), one engine, requests with
+`--prompt-len` token prompts decoding with ignore_eos. For each batch size:
+
+    step_ms   one decode step of the engine's loop, averaged over windows: the host loop (`--decode-loop host`: a host
+              read per step) or the device loop (`device`: --steps-per-sync steps per read, CUDA graphs + plugin
+              kernels on a GPU); the window's host read is included, amortised over its steps
+    model_ms  the drafter forward + LM head + the target's verify forward with the same shapes, nothing else
+              (replayed from a CUDA graph on a GPU)
+    overhead  (step_ms - model_ms) / step_ms: everything the spec loop adds around the two models (block building,
+              argmax, sampling/acceptance, bookkeeping, launches, host syncs)
+
+The goal for issue 4 is overhead < 3% of a step at 8B dims on a GPU. Prints a table; numbers only mean something on
+a GPU (`--tiny --device cpu` is a smoke run).
+
+    python scripts/bench_step.py [--decode-loop device] [--batch-sizes 1,8,32] [--steps-per-sync 4]
+    python scripts/bench_step.py --tiny --device cpu --dtype float32
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from transformers import Qwen3Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dflash_trt import checkpoint as ckpt  # noqa: E402
+from dflash_trt.engines.device_loop import length_bucket  # noqa: E402
+from dflash_trt.engines.torch_engine import TorchEngine  # noqa: E402
+from dflash_trt.models.drafter import DFlashDrafter  # noqa: E402
+from dflash_trt.models.target import TargetModel  # noqa: E402
+from dflash_trt.spec.sampling import SamplingParams  # noqa: E402
+
+# hidden, layers, heads, kv heads, head_dim, mlp, vocab, drafter layers
+SHAPES = {"qwen3-8b": (4096, 36, 32, 8, 128, 12288, 151936, 5), "tiny": (256, 4, 4, 2, 64, 640, 2048, 1)}
+
+
+def random_pair(shape: str, dtype: torch.dtype, device: torch.device, block: int):
+    hidden, layers, heads, kv, head_dim, mlp, vocab, draft_layers = SHAPES[shape]
+    rope = {"rope_type": "default", "rope_theta": 1e6}
+    hf = Qwen3Config(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
+                     head_dim=head_dim, intermediate_size=mlp, vocab_size=vocab)
+    shape_kw = dict(hidden_size=hidden, intermediate_size=mlp, num_attention_heads=heads, num_key_value_heads=kv,
+                    head_dim=head_dim, rms_norm_eps=1e-6, vocab_size=vocab, attention_bias=False, rope=rope,
+                    dtype=dtype, hf_config=hf)
+    tcfg = ckpt.TargetConfig(num_hidden_layers=layers, family="qwen3", eos_token_ids=(0,), **shape_kw)
+    taps = ckpt.default_target_layer_ids(layers, draft_layers)
+    dcfg = ckpt.DrafterConfig(num_hidden_layers=draft_layers, num_target_layers=layers, block_size=block,
+                              mask_token_id=vocab - 1, target_layer_ids=taps, **shape_kw)
+    torch.manual_seed(0)
+    models = []
+    for cls, cfg in ((TargetModel, tcfg), (DFlashDrafter, dcfg)):
+        with torch.device(device):
+            m = cls(cfg).to(dtype)
+        for p in m.parameters():
+            torch.nn.init.normal_(p, std=0.02) if p.dim() > 1 else torch.nn.init.ones_(p)
+        m.rotary.to(device)
+        models.append(m.eval())
+    return models
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> float:
+    """Seconds per decode step: `windows` scheduler steps after the prefill (and one untimed warm-up window)."""
+    sched = engine.new_scheduler()
+    params = SamplingParams(max_new_tokens=engine.max_seq_len - prompt_len - 1, ignore_eos=True)
+    g = torch.Generator().manual_seed(bs)
+    for i in range(bs):
+        sched.add(i, torch.randint(2, engine.target.cfg.vocab_size - 1, (prompt_len,), generator=g).tolist(), params)
+    sched.step()  # prefill + the first window (captures graphs on a GPU)
+    sched.step()
+    steps_per_call = getattr(sched, "steps_per_sync", 1)
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(windows):
+        sched.step()
+    sync(device)
+    return (time.perf_counter() - t0) / (windows * steps_per_call)
+
+
+def time_models(engine, bs: int, prompt_len: int, k: int, repeats: int, device) -> float:
+    """Seconds for the drafter forward + LM head + target verify forward alone, same shapes as a step."""
+    target, drafter = engine.target, engine.drafter
+    dev, dtype = device, target.lm_head.weight.dtype
+    slots = torch.arange(bs, device=dev)
+    engine.target_cache.lengths[:bs] = prompt_len
+    engine.drafter_cache.lengths[:bs] = prompt_len - k
+    context = torch.randn(bs, k, drafter.fc.in_features, dtype=dtype, device=dev)
+    counts = torch.full((bs,), k, device=dev)
+    block_ids = torch.randint(2, 100, (bs, drafter.block_size), device=dev)
+    block_pos = prompt_len + torch.arange(drafter.block_size, device=dev).expand(bs, -1)
+    verify = torch.randint(2, 100, (bs, k), device=dev)
+    # the attention length a device-loop window uses at this length (the host loop uses the exact length)
+    upto = length_bucket(prompt_len + engine.steps_per_sync * k, engine.target_cache.capacity)
+
+    def models():
+        hidden = drafter(target.embed(block_ids), block_pos, context, counts, engine.drafter_cache, slots, upto)
+        target.logits(hidden[:, 1:k]).argmax(-1)
+        target(verify, engine.target_cache, slots, tap=True, max_length=upto)
+
+    with torch.inference_mode():
+        models()
+        run = models
+        if dev.type == "cuda":
+            sync(dev)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                models()
+            run = graph.replay
+        times = []
+        for _ in range(repeats):
+            sync(dev)
+            t0 = time.perf_counter()
+            run()
+            sync(dev)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="bfloat16", choices=sorted(ckpt.DTYPES))
+    p.add_argument("--tiny", action="store_true", help="the tiny shape (smoke run)")
+    p.add_argument("--batch-sizes", default="1,8,32")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--decode-loop", default="device", choices=["host", "device"])
+    p.add_argument("--steps-per-sync", type=int, default=4)
+    p.add_argument("--windows", type=int, default=10)
+    args = p.parse_args()
+    device, dtype = torch.device(args.device), ckpt.DTYPES[args.dtype]
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    target, drafter = random_pair("tiny" if args.tiny else "qwen3-8b", dtype, device, args.block_size)
+    max_seq = args.prompt_len + (args.windows + 3) * args.steps_per_sync * args.block_size + 64
+    engine = TorchEngine(target, drafter, None, max_batch_size=max(batch_sizes), max_seq_len=max_seq,
+                         decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(f"{'tiny' if args.tiny else 'Qwen3-8B + 5-layer drafter'} (random weights) on {name}, {args.dtype}, "
+          f"K={args.block_size}, prompt {args.prompt_len}, decode loop {args.decode_loop}"
+          + (f" ({args.steps_per_sync} steps per host read)" if args.decode_loop == "device" else ""))
+    print(f"{'batch':>5} {'step ms':>9} {'model ms':>9} {'overhead':>9}")
+    for bs in batch_sizes:
+        step = time_steps(engine, bs, args.prompt_len, args.windows, device)
+        model = time_models(engine, bs, args.prompt_len, args.block_size, max(args.windows, 5), device)
+        print(f"{bs:>5} {1e3 * step:>9.3f} {1e3 * model:>9.3f} {100 * (step - model) / step:>8.1f}%")
+
+
+if __name__ == "__main__":
+    main()
