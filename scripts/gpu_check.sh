@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One-shot GPU check of the CUDA plugins: build libdflash_plugins.so, run every test marked `gpu`, run the kernel
-# benchmark; everything goes to bench/results/<date>/ (build.log, env.txt, gpu_tests.log + .xml, bench_kernels.txt
-# + .json). Exit status: non-zero if the build or any GPU test failed (the benchmark still runs after failed tests).
+# One-shot GPU check: build libdflash_plugins.so, run every test marked `gpu` (kernels, the CUDA-graph decode loop, the
+# FP8 GEMM drafter path), run the kernel, step-overhead and FP8-drafter benchmarks; everything goes to
+# bench/results/<date>/ (build.log, env.txt, gpu_tests.log + .xml, bench_kernels.txt + .json, bench_step.txt,
+# bench_quant_drafter.txt). Exit status: non-zero if the build, a GPU test or a benchmark failed (the benchmarks still
+# run after failed tests).
 #
 #   scripts/gpu_check.sh [--quick]        # --quick: fewer benchmark sizes
 set -uo pipefail
@@ -39,5 +41,14 @@ echo "== kernel benchmark"
   | tee "$OUT/bench_kernels.txt"
 BENCH=${PIPESTATUS[0]}
 
-echo "results in $OUT (tests exit $TESTS, benchmark exit $BENCH)"
-[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ]
+echo "== spec step overhead (device loop with CUDA graphs, host loop), Qwen3-8B dims, random weights"
+{ "$PY" scripts/bench_step.py --decode-loop device && "$PY" scripts/bench_step.py --decode-loop host; } 2>&1 \
+  | tee "$OUT/bench_step.txt"
+STEP=${PIPESTATUS[0]}
+
+echo "== FP8 vs bf16 drafter forward, Qwen3-8B drafter dims"
+"$PY" scripts/bench_quant_drafter.py 2>&1 | tee "$OUT/bench_quant_drafter.txt"
+QUANT=${PIPESTATUS[0]}
+
+echo "results in $OUT (tests exit $TESTS, benchmarks exit $BENCH $STEP $QUANT)"
+[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && [ "$STEP" = 0 ] && [ "$QUANT" = 0 ]
