@@ -34,7 +34,6 @@ DFlashDecodingConfig and a CUDA GPU (FP8 drafter: sm_89+, NVFP4: sm_100+).
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import importlib.metadata
 import importlib.util
@@ -43,7 +42,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional

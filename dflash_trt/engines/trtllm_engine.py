@@ -19,7 +19,6 @@ this module maps requests in and statistics out:
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
