@@ -57,7 +57,10 @@ def _quantize_with_gate(plan: BuildPlan, drafter_out: Path, progress: bool) -> t
     before = gate_mod.run_prompts(engine, gate_ids, q.gate.max_new_tokens, block_size=plan.block_size,
                                   desc="gate: unquantized", progress=progress)
     _log(f"mean tau unquantized: {round(before.mean_tau, 4):.3f} ({before.steps} steps, {len(gate_ids)} held-out prompts)")
-    info = quantize_drafter_for(plan, engine, calib_ids, drafter_out, progress)
+    from dflash_trt.build.quantize import quantize_drafter
+
+    info = quantize_drafter(engine, q.format, calib_ids, q.calibration.max_new_tokens, unquantized_modules(plan),
+                            exclude_modules(plan), drafter_out, progress=progress)
     # Measure what will be served: the exported checkpoint through the normal loader, in the same engine.
     engine.drafter = DFlashDrafter.from_pretrained(drafter_out, engine.target.lm_head.weight.dtype, engine.device)
     after = gate_mod.run_prompts(engine, gate_ids, q.gate.max_new_tokens, block_size=plan.block_size,
@@ -72,14 +75,6 @@ def _quantize_with_gate(plan: BuildPlan, drafter_out: Path, progress: bool) -> t
          f"{100 * q.gate.max_tau_drop:.2f}%): {'passed' if result['passed'] else 'FAILED'}")
     gate_mod.check(result, q.format)
     return result, info
-
-
-def quantize_drafter_for(plan: BuildPlan, engine, calibration_ids, out_dir: Path, progress: bool) -> dict:
-    from dflash_trt.build.quantize import quantize_drafter
-
-    q = plan.config.quantization
-    return quantize_drafter(engine, q.format, calibration_ids, q.calibration.max_new_tokens, unquantized_modules(plan),
-                            exclude_modules(plan), out_dir, progress=progress)
 
 
 def _write_trtllm_options(plan: BuildPlan, tmp: Path, final: Path) -> None:

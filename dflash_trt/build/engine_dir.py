@@ -59,17 +59,18 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
     trtllm = c.backend == "trtllm"
     target_config = Path(c.target) / ckpt.CONFIG_NAME
     drafter_quant = quantization["quant_algo"].lower() if quantization else d.quantization
+    built_with = versions()
     return {
         "format": MANIFEST_FORMAT,
         "format_version": MANIFEST_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "dflash_trt_version": versions()["dflash_trt"],
-        "versions": versions(),
+        "dflash_trt_version": built_with["dflash_trt"],
+        "versions": built_with,
         "backend": c.backend,
         "target": {"path": str(Path(c.target).resolve()),
                    "model_type": t.model_type if isinstance(t, ckpt.TargetSummary) else t.hf_config.model_type,
                    "num_hidden_layers": t.num_hidden_layers, "hidden_size": t.hidden_size, "vocab_size": t.vocab_size,
-                   "config_sha256": ckpt_sha(target_config)},
+                   "config_sha256": sha256(target_config) if target_config.is_file() else None},
         "drafter": {"path": "drafter", "source": str(Path(c.drafter).resolve()), "quantization": drafter_quant,
                     "num_hidden_layers": d.num_hidden_layers, "block_size": d.block_size,
                     "mask_token_id": d.mask_token_id, "target_layer_ids": list(d.target_layer_ids),
@@ -91,10 +92,6 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
         "build": {"host": platform.node(), "device": plan.build_device, "config": BUILD_CONFIG_NAME},
         "checksums": checksums(engine_dir),
     }
-
-
-def ckpt_sha(path: Path) -> str | None:
-    return sha256(path) if path.is_file() else None
 
 
 def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dtype: str | None = None,

@@ -27,6 +27,7 @@ depend on the window: the sampling noise is keyed by (seed, position).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -207,13 +208,9 @@ class DeviceLoopScheduler(BatchScheduler):
     # ---- the window --------------------------------------------------------------------------------------------------
 
     def _decode(self) -> Iterator[StepEvent]:
-        import time
-
         engine, dev, k = self.engine, self.engine.device, self.k
         t0 = time.perf_counter()
-        active = sorted(self._active)
-        self.max_active = max(self.max_active, len(active))
-        self.last_batch_size = len(active)
+        active = self._begin_decode()
         bucket = next(b for b in self._buckets if b >= len(active))
         pad = self._free[: bucket - len(active)]
         rows = self._rows[bucket]

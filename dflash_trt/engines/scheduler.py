@@ -268,12 +268,17 @@ class BatchScheduler:
         self._context[slots, :longest] = features
         self._context_counts[slots] = lens
 
-    def _decode(self) -> Iterator[StepEvent]:
-        engine, dev, k = self.engine, self.engine.device, self.k
-        t0 = time.perf_counter()
+    def _begin_decode(self) -> list[int]:
+        """The active slots of this decode (sorted), recorded in the batch-size statistics."""
         active = sorted(self._active)
         self.max_active = max(self.max_active, len(active))
         self.last_batch_size = len(active)
+        return active
+
+    def _decode(self) -> Iterator[StepEvent]:
+        engine, dev, k = self.engine, self.engine.device, self.k
+        t0 = time.perf_counter()
+        active = self._begin_decode()
         act = torch.tensor(active, device=dev)
         starts = engine.target_cache.lengths[act]
         last_act = self._last[act]
