@@ -112,3 +112,63 @@ def test_bad_training_options(make_pair, corpus, tmp_path):
     with pytest.raises(ConfigError, match="steps"):
         train_drafter(_cfg(target_dir, tmp_path / "x", corpus, steps=0))
     assert not (tmp_path / "x").exists()
+
+
+def test_branches_are_greedy_continuations_after_sampled_prefixes(make_pair, tmp_path):
+    """Branch 0 = the greedy continuation of the prompt; branch b >= 1 = a seeded sampled prefix, then the target's own
+    greedy continuation of (prompt + prefix) — the part the trainer takes labels from."""
+    from dflash_trt.train.data import branch_prefix_length, self_distill
+
+    target_dir, _ = make_pair(family="qwen3")
+    engine = TorchEngine.from_pretrained(target_dir, None, device="cpu")
+    prompts = [[5, 6, 7], [8, 9, 10, 11], [12, 13]]
+    new = 12
+    seqs = self_distill(engine, prompts, new, tmp_path / "d.jsonl", batch_size=4, branches=3, seed=1)
+    assert len(seqs) == 9
+    greedy = SamplingParams(max_new_tokens=new)
+    for i, (start_len, tokens) in enumerate(seqs):
+        branch, prompt = divmod(i, 3)
+        prefix = tokens[len(prompts[prompt]): start_len]
+        assert tokens[: len(prompts[prompt])] == prompts[prompt]
+        assert len(prefix) == (0 if branch == 0 else branch_prefix_length(1, branch, prompt, new))
+        assert 0 < len(tokens) - start_len <= new
+        assert tokens[start_len:] == engine.generate([tokens[:start_len]], greedy, use_drafter=False)[0].token_ids
+    assert len({tuple(t) for _, t in seqs}) > 3  # the branches are distinct contexts
+    # cached: a second call reads the file (and a shorter request is a prefix of it)
+    assert self_distill(engine, prompts, new, tmp_path / "d.jsonl", branches=3, seed=1) == seqs
+    assert self_distill(engine, prompts, new, tmp_path / "d.jsonl", branches=2, seed=1) == seqs[:6]
+    # same seed, fresh file: the same data
+    assert self_distill(engine, prompts, new, tmp_path / "e.jsonl", batch_size=2, branches=3, seed=1) == seqs
+
+
+def test_sequence_room_is_checked(make_pair, corpus, tmp_path):
+    from dflash_trt.errors import ConfigError
+
+    target_dir, _ = make_pair(family="qwen3")
+    with pytest.raises(ConfigError, match="max-seq-len"):
+        train_drafter(_cfg(target_dir, tmp_path / "x", corpus, max_new_tokens=80, max_seq_len=96, branches=2))
+    assert not (tmp_path / "x").exists()
+
+
+def test_cached_features_train_like_online_features(make_pair, corpus, tmp_path):
+    """--cache-features only moves the target forward out of the loop: same batches, same features up to float16
+    rounding, so the same losses to a few parts in a thousand."""
+    from dflash_trt.train.trainer import cache_target_features, target_features, _padded
+
+    target_dir, _ = make_pair(family="qwen3")
+    online, cached = tmp_path / "online", tmp_path / "cached"
+    train_drafter(_cfg(target_dir, online, corpus, steps=8, branches=2))
+    train_drafter(_cfg(target_dir, cached, corpus, steps=8, branches=2, cache_features=True))
+    losses = [json.loads((d.parent / f"{d.name}.work" / "checkpoint" / "state.json").read_text())["history"]["loss"]
+              for d in (online, cached)]
+    assert len(losses[1]) == 8
+    torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=5e-3, atol=5e-3)
+    # the store holds each sequence's own rows, whatever it was batched with
+    target = TargetModel.from_pretrained(target_dir)
+    target.tap_layer_ids = ckpt.load_drafter_config(cached).target_layer_ids
+    seqs = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
+    store = cache_target_features(target, seqs, torch.device("cpu"), batch_size=2)
+    for seq, stored in zip(seqs, store):
+        alone = target_features(target, _padded([seq], "cpu")[0])[0]
+        assert stored.dtype == torch.float16 and stored.shape == alone.shape
+        torch.testing.assert_close(stored.float(), alone, rtol=2e-3, atol=2e-3)

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
 from dflash_trt.errors import ConfigError
@@ -48,9 +49,23 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
     return list(tokenizer(format_prompt(tokenizer, text), add_special_tokens=False)["input_ids"])
 
 
+def branch_prefix_length(seed: int, branch: int, index: int, max_new_tokens: int) -> int:
+    """Length of the sampled prefix of branch >= 1 of prompt `index`: 1..max(1, max_new_tokens // 4), fixed by the seed."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + branch * 100_003 + index)
+    return int(torch.randint(1, max(1, max_new_tokens // 4) + 1, (1,), generator=g))
+
+
 def self_distill(engine, prompts: list[list[int]], max_new_tokens: int, cache_file: Path, batch_size: int = 64,
-                 desc: str = "self-distillation") -> list[tuple[int, list[int]]]:
-    """(prompt length, prompt + greedy continuation) per prompt; cached in `cache_file` (JSONL, token ids)."""
+                 desc: str = "self-distillation", branches: int = 1, seed: int = 0) -> list[tuple[int, list[int]]]:
+    """(start of the greedy part, prompt + continuation) per (branch, prompt), branch-major; cached in `cache_file`
+    (JSONL, token ids), so a resumed run reuses what was generated.
+
+    Branch 0 is the target's greedy continuation of the prompt. Branch b >= 1 first samples a short prefix from the
+    target (temperature 1, seeded per row) and then continues greedily: the greedy part is again exactly what the target
+    says at T=0 from that point, so its tokens are valid labels, while the contexts leading to it are new. A greedy
+    continuation is deterministic, so without branches a corpus gives one sequence per prompt however long one trains;
+    branches multiply the distinct training contexts for the price of generation. The trainer draws anchors from the
+    greedy part only."""
     from dflash_trt.spec.sampling import SamplingParams
 
     done: list[tuple[int, list[int]]] = []
@@ -58,17 +73,28 @@ def self_distill(engine, prompts: list[list[int]], max_new_tokens: int, cache_fi
         for line in cache_file.read_text().splitlines():
             row = json.loads(line)
             done.append((row["prompt_len"], row["tokens"]))
-    if len(done) >= len(prompts):
-        return done[: len(prompts)]
+    total = len(prompts) * branches
+    if len(done) >= total:
+        return done[:total]
     cache_file.parent.mkdir(parents=True, exist_ok=True)
-    params = SamplingParams(max_new_tokens=max_new_tokens)
-    with cache_file.open("a") as out, tqdm(total=len(prompts), initial=len(done), desc=desc, unit="seq") as bar:
-        for lo in range(len(done), len(prompts), batch_size):
-            batch = prompts[lo: lo + batch_size]
-            for prompt, result in zip(batch, engine.generate(batch, params, use_drafter=False)):
-                tokens = list(prompt) + result.token_ids
-                done.append((len(prompt), tokens))
-                out.write(json.dumps({"prompt_len": len(prompt), "tokens": tokens}) + "\n")
+    greedy = SamplingParams(max_new_tokens=max_new_tokens)
+    with cache_file.open("a") as out, tqdm(total=total, initial=len(done), desc=desc, unit="seq") as bar:
+        for lo in range(len(done), total, batch_size):
+            ids = range(lo, min(lo + batch_size, total))
+            branch_of = [i // len(prompts) for i in ids]
+            starts = [list(prompts[i % len(prompts)]) for i in ids]
+            if any(branch_of):  # sampled prefixes; EOS is not a stop here, so every prefix has its full length
+                params = [SamplingParams(max_new_tokens=branch_prefix_length(seed, b, i % len(prompts), max_new_tokens),
+                                         temperature=1.0, seed=seed * 1_000_003 + i, ignore_eos=True)
+                          for b, i in zip(branch_of, ids)]
+                sampled = [j for j, b in enumerate(branch_of) if b]
+                for j, result in zip(sampled, engine.generate([starts[j] for j in sampled], [params[j] for j in sampled],
+                                                              use_drafter=False)):
+                    starts[j] += result.token_ids
+            for start, result in zip(starts, engine.generate(starts, greedy, use_drafter=False)):
+                tokens = start + result.token_ids
+                done.append((len(start), tokens))
+                out.write(json.dumps({"prompt_len": len(start), "tokens": tokens}) + "\n")
             out.flush()
-            bar.update(len(batch))
+            bar.update(len(ids))
     return done

@@ -48,19 +48,26 @@ class TrainConfig:
     anchors: int = 8  # blocks per sequence per step
     num_prompts: int | None = None  # corpus prompts to self-distil (default: all)
     max_new_tokens: int = 192  # length of each self-distilled continuation
+    branches: int = 1  # greedy continuations per prompt: 1 from the prompt, the others after a sampled prefix
     max_seq_len: int = 512
     device: str | None = None
     seed: int = 0
     checkpoint_every: int = 200
     minutes: float | None = None  # stop early after this much training time
+    cache_features: bool = False  # compute the target's features once and keep them in host memory (small targets)
     resume: bool = False
     save_dtype: str | None = None  # default: the target's dtype
 
     def validate(self) -> "TrainConfig":
-        for name in ("num_layers", "steps", "batch_size", "anchors", "max_new_tokens", "checkpoint_every"):
+        for name in ("num_layers", "steps", "batch_size", "anchors", "max_new_tokens", "branches", "checkpoint_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+        room = self.max_new_tokens + (self.max_new_tokens // 4 if self.branches > 1 else 0)
+        if self.max_seq_len <= room:
+            raise ConfigError(f"--max-seq-len ({self.max_seq_len}) must exceed --max-new-tokens ({self.max_new_tokens})"
+                              + (f" plus the branches' sampled prefixes ({room - self.max_new_tokens})" if room > self.max_new_tokens else "")
+                              + ": raise --max-seq-len or lower --max-new-tokens")
         if self.block_size < 2:
             raise ConfigError(f"--block-size must be >= 2, got {self.block_size}")
         if not self.gamma > 0:
@@ -136,6 +143,44 @@ def drafter_loss(drafter: DFlashDrafter, target: TargetModel, tokens: torch.Tens
         hit = (logits.argmax(-1) == labels) & valid
         tau = 1 + hit.long().cumprod(-1).sum(-1).float().mean()
     return loss, tau
+
+
+def _padded(batch: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded token ids [N, width] and lengths [N]."""
+    width = max(len(t) for t in batch)
+    tokens = torch.zeros(len(batch), width, dtype=torch.long, device=device)
+    for i, t in enumerate(batch):
+        tokens[i, : len(t)] = torch.tensor(t, device=device)
+    return tokens, torch.tensor([len(t) for t in batch], device=device)
+
+
+@torch.no_grad()
+def target_features(target: TargetModel, tokens: torch.Tensor) -> torch.Tensor:
+    """The target's context features (hidden states after its tapped layers, concatenated) [N, S, n*H] for right-padded
+    tokens [N, S]; attention is causal, so a row's features do not depend on its padding or on the other rows."""
+    n, width = tokens.shape
+    rows = torch.arange(n, device=tokens.device)
+    _, features = target(tokens, target.new_cache(n, width), rows, tap=True,
+                         logits_at=torch.zeros(n, 1, dtype=torch.long, device=tokens.device), max_length=width)
+    return features
+
+
+def cache_target_features(target: TargetModel, batches: list[list[int]], device, batch_size: int = 32) -> list[torch.Tensor]:
+    """--cache-features: every sequence's features, computed once, kept on the host in 16 bits (float16 for a float32
+    target: 8x finer than bfloat16 where the values fit, which is checked). The training step then costs only the
+    drafter: with a small target on CPU that halves it. Memory: tokens x n*H x 2 bytes."""
+    store_dtype = target.lm_head.weight.dtype if target.lm_head.weight.dtype != torch.float32 else torch.float16
+    order = sorted(range(len(batches)), key=lambda i: len(batches[i]))  # similar lengths together: little padding
+    store: list[torch.Tensor | None] = [None] * len(batches)
+    for lo in tqdm(range(0, len(order), batch_size), desc="target features", unit="batch"):
+        idx = order[lo: lo + batch_size]
+        tokens, lengths = _padded([batches[i] for i in idx], device)
+        features = target_features(target, tokens)
+        if store_dtype == torch.float16 and features.abs().max() >= torch.finfo(torch.float16).max:
+            raise ConfigError("--cache-features: the target's hidden states overflow float16; train without it")
+        for row, i in enumerate(idx):
+            store[i] = features[row, : lengths[row]].to("cpu", store_dtype)
+    return store  # type: ignore[return-value]
 
 
 def _lr_at(step: int, cfg: TrainConfig) -> float:
@@ -225,11 +270,16 @@ def train_drafter(cfg: TrainConfig) -> Path:
     target.tap_layer_ids = list(drafter_cfg.target_layer_ids)
 
     # 1. self-distillation data
-    prompts = [encode_prompt(tokenizer, p)[-(cfg.max_seq_len - cfg.max_new_tokens):]
+    prefix_room = cfg.max_new_tokens // 4 if cfg.branches > 1 else 0  # a branch's sampled prefix (data.self_distill)
+    prompts = [encode_prompt(tokenizer, p)[-(cfg.max_seq_len - cfg.max_new_tokens - prefix_room):]
                for p in read_prompts(cfg.corpus, cfg.num_prompts)]
     engine = TorchEngine(target, None, tokenizer, max_batch_size=64, max_seq_len=cfg.max_seq_len)
-    sequences = self_distill(engine, prompts, cfg.max_new_tokens, work / "distill.jsonl")
+    sequences = self_distill(engine, prompts, cfg.max_new_tokens, work / "distill.jsonl", branches=cfg.branches,
+                             seed=cfg.seed)
     del engine
+
+    batches = [tokens[: cfg.max_seq_len] for _, tokens in sequences]
+    feature_store = cache_target_features(target, batches, device) if cfg.cache_features else None
 
     # 2. drafter + optimizer (fp32 master weights)
     drafter = DFlashDrafter(drafter_cfg).to(device=device, dtype=torch.float32).train()
@@ -246,17 +296,12 @@ def train_drafter(cfg: TrainConfig) -> Path:
         g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)  # the batch depends only on (seed, step)
         rows = torch.randint(len(sequences), (cfg.batch_size,), generator=g).tolist()
         anchors = sample_anchors(sequences, rows, cfg.anchors, g).to(device)
-        batch = [sequences[r][1][: cfg.max_seq_len] for r in rows]
-        width = max(len(t) for t in batch)
-        tokens = torch.zeros(len(batch), width, dtype=torch.long, device=device)
-        for i, t in enumerate(batch):
-            tokens[i, : len(t)] = torch.tensor(t, device=device)
-        lengths = torch.tensor([len(t) for t in batch], device=device)
+        tokens, lengths = _padded([batches[r] for r in rows], device)
         anchors = torch.minimum(anchors, lengths[:, None] - 1)
-        with torch.no_grad():
-            cache = target.new_cache(len(batch), width)
-            _, features = target(tokens, cache, torch.arange(len(batch), device=device), tap=True,
-                                 logits_at=torch.zeros(len(batch), 1, dtype=torch.long, device=device), max_length=width)
+        if feature_store is not None:
+            features = torch.nn.utils.rnn.pad_sequence([feature_store[r] for r in rows], batch_first=True).to(device)
+        else:
+            features = target_features(target, tokens)
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, cfg)
         with autocast:
@@ -312,11 +357,17 @@ def add_train_parser(sub) -> None:
     p.add_argument("--anchors", type=int, default=defaults.anchors, help="blocks per sequence per step")
     p.add_argument("--num-prompts", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
+    p.add_argument("--branches", type=int, default=defaults.branches,
+                   help="greedy continuations per prompt: the first from the prompt, the others after a short sampled "
+                        "prefix (more distinct contexts from the same corpus)")
     p.add_argument("--max-seq-len", type=int, default=defaults.max_seq_len)
     p.add_argument("--device", default=None)
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--checkpoint-every", type=int, default=defaults.checkpoint_every)
     p.add_argument("--minutes", type=float, default=None, help="stop after this much training time")
+    p.add_argument("--cache-features", action="store_true",
+                   help="compute the target's features once and keep them in host memory (16-bit): for small targets, "
+                        "whose forward is a large part of a training step")
     p.add_argument("--resume", action="store_true", help="continue from WORK_DIR/checkpoint")
     p.add_argument("--save-dtype", default=None, choices=sorted(ckpt.DTYPES))
     p.set_defaults(func=_run_train)
@@ -332,9 +383,10 @@ def _run_train(args) -> int:
     cfg = TrainConfig(target=args.target, output=args.output, corpus=args.corpus, work_dir=args.work_dir,
                       num_layers=args.num_layers, target_layer_ids=ids, block_size=args.block_size, gamma=args.gamma,
                       steps=args.steps, lr=args.lr, warmup_steps=args.warmup_steps, batch_size=args.batch_size,
-                      anchors=args.anchors, num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens,
+                      anchors=args.anchors, num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, branches=args.branches,
                       max_seq_len=args.max_seq_len, device=args.device, seed=args.seed,
                       checkpoint_every=args.checkpoint_every, minutes=args.minutes, resume=args.resume,
+                      cache_features=args.cache_features,
                       save_dtype=args.save_dtype)
     out = train_drafter(cfg)
     print(f"drafter: {out}")
