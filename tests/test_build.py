@@ -241,8 +241,8 @@ def test_existing_output_needs_force(fp8_engine):
 
 
 def test_failed_gate_leaves_nothing_behind(fp8_engine, tmp_path, capsys):
-    """The shipped config's gate (32 held-out prompts, 96 tokens) measures an NVFP4 drop of about 1% here; a 0.1%
-    threshold fails the build: exit 1, both τ printed, no new directory, no temp dirs; with --force over an existing
+    """The shipped config's gate (32 held-out prompts, 96 tokens) measures an NVFP4 drop of about 3% here (2026-11-23,
+    the 2-layer fixture drafter); a 0.1% threshold fails the build for sure: exit 1, both τ printed, no new directory, no temp dirs; with --force over an existing
     engine directory, the old one is untouched."""
     sets = [f"output={tmp_path / 'gated'}", "quantization.format=nvfp4", "quantization.gate.max_tau_drop=0.001"]
     assert build_cli(TINY_CONFIG, sets) == 1
@@ -300,14 +300,16 @@ def test_trtllm_backend_build_keeps_fc_and_qkv_unquantized(tmp_path):
     from dflash_trt.engines.trtllm_options import trtllm_exclude_modules
 
     hq = json.loads((d / "drafter/hf_quant_config.json").read_text())
-    assert hq["quantization"]["exclude_modules"] == trtllm_exclude_modules(1)
+    layers = ckpt.load_drafter_config(PAIR / "drafter").num_hidden_layers
+    assert hq["quantization"]["exclude_modules"] == trtllm_exclude_modules(layers)
     from safetensors import safe_open
 
     with safe_open(str(d / "drafter/model.safetensors"), "pt") as f:
-        for name in ("fc", "layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj", "layers.0.self_attn.v_proj"):
+        unquantized = ["fc"] + [f"layers.{i}.self_attn.{p}_proj" for i in range(layers) for p in "qkv"]
+        for name in unquantized:
             assert f.get_tensor(f"{name}.weight").dtype == torch.bfloat16, name
             assert f"{name}.weight_scale" not in f.keys()
-        for name in ("layers.0.self_attn.o_proj", "layers.0.mlp.gate_proj", "layers.0.mlp.down_proj"):
+        for name in [f"layers.{i}.{m}" for i in range(layers) for m in ("self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj")]:
             assert f.get_tensor(f"{name}.weight").dtype == torch.float8_e4m3fn, name
     # our loader reads the mixed checkpoint too
     cfg = ckpt.load_drafter_config(d / "drafter")
