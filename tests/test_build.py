@@ -241,7 +241,7 @@ def test_existing_output_needs_force(fp8_engine):
 
 
 def test_failed_gate_leaves_nothing_behind(fp8_engine, tmp_path, capsys):
-    """The shipped config's gate (32 held-out prompts, 96 tokens) measures an NVFP4 drop of about 3% here (2026-11-23,
+    """The shipped config's gate (32 held-out prompts, 96 tokens) measures an NVFP4 drop of about 4% here (2026-11-23,
     the 2-layer fixture drafter); a 0.1% threshold fails the build for sure: exit 1, both τ printed, no new directory, no temp dirs; with --force over an existing
     engine directory, the old one is untouched."""
     sets = [f"output={tmp_path / 'gated'}", "quantization.format=nvfp4", "quantization.gate.max_tau_drop=0.001"]

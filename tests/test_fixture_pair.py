@@ -1,7 +1,7 @@
 """The trained tiny GSM8K pair (tests/fixtures/gsm8k-tiny): it accepts drafts on unseen test questions and stays
-lossless. Measured 2026-11-23 on CPU (all 80 eagle_gsm8k prompts, 128 new tokens, greedy, block 16): mean tau 3.79 with
+lossless. Measured 2026-11-23 on CPU (all 80 eagle_gsm8k prompts, 128 new tokens, greedy, block 16): mean tau 4.15 with
 the 2-layer drafter (the 1-layer drafters before it: 2.52 and 2.17); the 12-prompt, 96-token sample used here measures
-2.98; the floor leaves margin below it."""
+3.38; the floor leaves margin below it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dflash_trt.bench.runner import BenchConfig, run_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
-TAU_FLOOR = 2.6
+TAU_FLOOR = 3.0
 
 
 def test_fixture_pair_accepts_and_matches_ar(tmp_path):

@@ -109,11 +109,13 @@ def test_fp8_drafter_matches_modelopt_fake_quant(tmp_path):
         for name, module in engine2.drafter.named_modules():
             if f"{name}.weight_scale" not in f.keys():
                 continue
-            exported = f.get_tensor(f"{name}.weight").float() * f.get_tensor(f"{name}.weight_scale").float()
+            scale = f.get_tensor(f"{name}.weight_scale").float()
+            exported = f.get_tensor(f"{name}.weight").float() * scale
             fake = module.weight_quantizer(module.weight)
             apart = ~torch.isclose(exported, fake, rtol=1e-6, atol=0)
             assert apart.float().mean() < 1e-4, name
-            step = 2.0 ** (torch.floor(torch.log2(fake[apart].abs().clamp_min(1e-30))) - 3)  # one e4m3 step there
+            codes = torch.maximum(exported[apart].abs(), fake[apart].abs()) / scale  # in units of the scale
+            step = 2.0 ** (torch.floor(torch.log2(codes.clamp_min(2.0 ** -6))) - 3) * scale  # one e4m3 step there
             assert torch.all((exported[apart] - fake[apart]).abs() <= step * 1.01), name
             module.weight.copy_(exported)
             checked += 1

@@ -364,7 +364,8 @@ def add_train_parser(sub) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--checkpoint-every", type=int, default=defaults.checkpoint_every)
-    p.add_argument("--minutes", type=float, default=None, help="stop after this much training time")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="stop after this much training time in all (a --resume run counts the time before it)")
     p.add_argument("--cache-features", action="store_true",
                    help="compute the target's features once and keep them in host memory (16-bit): for small targets, "
                         "whose forward is a large part of a training step")
