@@ -49,10 +49,15 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
     return list(tokenizer(format_prompt(tokenizer, text), add_special_tokens=False)["input_ids"])
 
 
+def max_prefix_length(max_new_tokens: int) -> int:
+    """The longest sampled prefix a branch >= 1 starts with (the room a sequence needs for it)."""
+    return max(1, max_new_tokens // 4)
+
+
 def branch_prefix_length(seed: int, branch: int, index: int, max_new_tokens: int) -> int:
-    """Length of the sampled prefix of branch >= 1 of prompt `index`: 1..max(1, max_new_tokens // 4), fixed by the seed."""
+    """Length of the sampled prefix of branch >= 1 of prompt `index`: 1..max_prefix_length, fixed by the seed."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + branch * 100_003 + index)
-    return int(torch.randint(1, max(1, max_new_tokens // 4) + 1, (1,), generator=g))
+    return int(torch.randint(1, max_prefix_length(max_new_tokens) + 1, (1,), generator=g))
 
 
 def self_distill(engine, prompts: list[list[int]], max_new_tokens: int, cache_file: Path, batch_size: int = 64,
@@ -83,13 +88,13 @@ def self_distill(engine, prompts: list[list[int]], max_new_tokens: int, cache_fi
             ids = range(lo, min(lo + batch_size, total))
             branch_of = [i // len(prompts) for i in ids]
             starts = [list(prompts[i % len(prompts)]) for i in ids]
-            if any(branch_of):  # sampled prefixes; EOS is not a stop here, so every prefix has its full length
-                params = [SamplingParams(max_new_tokens=branch_prefix_length(seed, b, i % len(prompts), max_new_tokens),
-                                         temperature=1.0, seed=seed * 1_000_003 + i, ignore_eos=True)
-                          for b, i in zip(branch_of, ids)]
-                sampled = [j for j, b in enumerate(branch_of) if b]
-                for j, result in zip(sampled, engine.generate([starts[j] for j in sampled], [params[j] for j in sampled],
-                                                              use_drafter=False)):
+            sampled = [j for j, b in enumerate(branch_of) if b]
+            if sampled:  # sampled prefixes; EOS is not a stop here, so every prefix has its full length
+                params = [SamplingParams(max_new_tokens=branch_prefix_length(seed, branch_of[j], ids[j] % len(prompts),
+                                                                             max_new_tokens),
+                                         temperature=1.0, seed=seed * 1_000_003 + ids[j], ignore_eos=True)
+                          for j in sampled]
+                for j, result in zip(sampled, engine.generate([starts[j] for j in sampled], params, use_drafter=False)):
                     starts[j] += result.token_ids
             for start, result in zip(starts, engine.generate(starts, greedy, use_drafter=False)):
                 tokens = start + result.token_ids

@@ -27,7 +27,7 @@ from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import ConfigError
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel
-from dflash_trt.train.data import encode_prompt, read_prompts, self_distill
+from dflash_trt.train.data import encode_prompt, max_prefix_length, read_prompts, self_distill
 
 
 @dataclass
@@ -58,15 +58,20 @@ class TrainConfig:
     resume: bool = False
     save_dtype: str | None = None  # default: the target's dtype
 
+    @property
+    def continuation_room(self) -> int:
+        """Tokens a self-distilled sequence adds after its prompt: the continuation, and a branch's sampled prefix."""
+        return self.max_new_tokens + (max_prefix_length(self.max_new_tokens) if self.branches > 1 else 0)
+
     def validate(self) -> "TrainConfig":
         for name in ("num_layers", "steps", "batch_size", "anchors", "max_new_tokens", "branches", "checkpoint_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
-        room = self.max_new_tokens + (self.max_new_tokens // 4 if self.branches > 1 else 0)
-        if self.max_seq_len <= room:
+        if self.max_seq_len <= self.continuation_room:
+            prefixes = self.continuation_room - self.max_new_tokens
             raise ConfigError(f"--max-seq-len ({self.max_seq_len}) must exceed --max-new-tokens ({self.max_new_tokens})"
-                              + (f" plus the branches' sampled prefixes ({room - self.max_new_tokens})" if room > self.max_new_tokens else "")
+                              + (f" plus the branches' sampled prefixes ({prefixes})" if prefixes else "")
                               + ": raise --max-seq-len or lower --max-new-tokens")
         if self.block_size < 2:
             raise ConfigError(f"--block-size must be >= 2, got {self.block_size}")
@@ -270,8 +275,7 @@ def train_drafter(cfg: TrainConfig) -> Path:
     target.tap_layer_ids = list(drafter_cfg.target_layer_ids)
 
     # 1. self-distillation data
-    prefix_room = cfg.max_new_tokens // 4 if cfg.branches > 1 else 0  # a branch's sampled prefix (data.self_distill)
-    prompts = [encode_prompt(tokenizer, p)[-(cfg.max_seq_len - cfg.max_new_tokens - prefix_room):]
+    prompts = [encode_prompt(tokenizer, p)[-(cfg.max_seq_len - cfg.continuation_room):]
                for p in read_prompts(cfg.corpus, cfg.num_prompts)]
     engine = TorchEngine(target, None, tokenizer, max_batch_size=64, max_seq_len=cfg.max_seq_len)
     sequences = self_distill(engine, prompts, cfg.max_new_tokens, work / "distill.jsonl", branches=cfg.branches,
