@@ -382,6 +382,9 @@ def main(argv=None) -> int:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     model.config.use_cache = True
+    # generation_config.json was derived from the training config (use_cache=False): plain transformers generate would
+    # then run without a KV cache. The saved model is for inference: the cache is on.
+    model.generation_config.use_cache = True
     model.save_pretrained(str(tmp), safe_serialization=True)
     tok.save_pretrained(str(tmp))
     tcfg_path = tmp / "tokenizer_config.json"  # transformers 5 writes its own class name; 4.x knows only this one

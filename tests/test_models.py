@@ -115,16 +115,23 @@ def teardown_module(module):
 
 @torch.no_grad()
 def hf_run(hf, ids) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """transformers on one sequence: logits [T, V] and, per decoder layer i, its output (before the final norm) [T, H]."""
+    """transformers on one sequence: logits [T, V] and, per decoder layer i, hidden_states[i + 1] [T, H] (the tap
+    convention: layer i's output, the last layer's after the final norm)."""
+    out = hf(torch.as_tensor(ids)[None], output_hidden_states=True, use_cache=False)
+    return out.logits[0], [h[0] for h in out.hidden_states[1:]]
+
+
+@torch.no_grad()
+def hf_raw_layer_output(hf, ids, layer: int) -> torch.Tensor:
+    """The raw output of one transformers decoder layer [T, H], hooked (for the last layer: before the final norm)."""
     captured: list[torch.Tensor] = []
-    hooks = [layer.register_forward_hook(lambda mod, args, out: captured.append(out[0] if isinstance(out, tuple) else out))
-             for layer in hf.model.layers]
+    hook = hf.model.layers[layer].register_forward_hook(
+        lambda mod, args, out: captured.append(out[0] if isinstance(out, tuple) else out))
     try:
-        out = hf(torch.as_tensor(ids)[None], use_cache=False)
+        hf(torch.as_tensor(ids)[None], use_cache=False)
     finally:
-        for h in hooks:
-            h.remove()
-    return out.logits[0], [c[0] for c in captured]
+        hook.remove()
+    return captured[0][0]
 
 
 def random_ids(generator: torch.Generator, vocab: int, *shape: int) -> torch.Tensor:
@@ -142,7 +149,7 @@ def test_target_prefill_matches_transformers(models, name):
     ours, hf = models(name)
     cfg = ours.cfg
     layers = cfg.num_hidden_layers
-    taps = sorted({0, 2, layers - 1})
+    taps = list(range(layers))  # every layer, the last one included
     ours.tap_layer_ids = taps
     g = torch.Generator().manual_seed(11)
     ids = random_ids(g, cfg.vocab_size, 37)
@@ -154,15 +161,17 @@ def test_target_prefill_matches_transformers(models, name):
     close(logits[0], out.logits[0], msg=f"{name}: prefill logits")
     assert features.shape == (1, 37, len(taps) * cfg.hidden_size)
     hidden = cfg.hidden_size
-    for j, i in enumerate(taps):
-        ours_i = features[0, :, j * hidden:(j + 1) * hidden]
-        if i < layers - 1:  # z-lab convention: the output of layer i is hidden_states[i + 1]
-            close(ours_i, out.hidden_states[i + 1][0], msg=f"{name}: tap of layer {i}")
-        else:  # transformers replaces hidden_states[-1] with the final-normed state; compare via the norm
-            close(ours.model.norm(ours_i), out.hidden_states[layers][0], msg=f"{name}: normed last tap")
-    _, per_layer = hf_run(hf, ids)
-    for j, i in enumerate(taps):  # and every tap, the last one included, against the raw decoder-layer outputs
-        close(features[0, :, j * hidden:(j + 1) * hidden], per_layer[i], msg=f"{name}: tap of layer {i} (hooked)")
+    for j, i in enumerate(taps):  # z-lab convention: tap i is exactly transformers' hidden_states[i + 1] ...
+        close(features[0, :, j * hidden:(j + 1) * hidden], out.hidden_states[i + 1][0], msg=f"{name}: tap of layer {i}")
+    raw = hf_raw_layer_output(hf, ids, layers - 1)
+    last = features[0, :, (layers - 1) * hidden:]  # ... which for the last layer is its output after the final norm
+    assert (last - raw).abs().max() > 1e-2, f"{name}: the last tap must be normed, not the raw layer output"
+    close(last, hf.model.norm(raw), msg=f"{name}: last tap = final norm of the last layer's output")
+    # the order of tap_layer_ids is the order of the features, whatever it is
+    ours.tap_layer_ids = [layers - 1, 0]
+    _, swapped = ours(ids[None], ours.new_cache(1, 64), torch.tensor([0]), tap=True)
+    close(swapped[0, :, :hidden], out.hidden_states[layers][0], msg=f"{name}: last tap first")
+    close(swapped[0, :, hidden:], out.hidden_states[1][0], msg=f"{name}: layer 0 second")
 
     # logits_at selects positions; tap=False returns no features
     cache = ours.new_cache(1, 64)

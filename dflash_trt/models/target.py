@@ -3,7 +3,8 @@
 One `forward` serves prefill, AR decode and block verification: T new tokens per sequence for a batch of sequences
 at different lengths, each written into the KV cache at its own length, causal attention over cache + new tokens, and
 (optionally) the hidden states after the layers in `tap_layer_ids` returned in the same pass, concatenated in that
-order — the DFlash context features. Parameter names mirror Hugging Face's so checkpoints load as they are.
+order — the DFlash context features. Tap i is exactly transformers' `hidden_states[i + 1]`: the output of layer i, and
+for the last layer that output after the final norm (transformers returns it so, and z-lab trains on it). Parameter names mirror Hugging Face's so checkpoints load as they are.
 """
 
 from __future__ import annotations
@@ -113,7 +114,10 @@ class TargetModel(nn.Module):
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if tap and i in self.tap_layer_ids:
                 taps[i] = h
+        last = len(self.model.layers) - 1
+        if last in taps:  # transformers' hidden_states[L] is the last layer's output *after* the final norm
+            h = taps[last] = self.model.norm(h)
         features = torch.cat([taps[i] for i in self.tap_layer_ids], dim=-1) if tap else None
         if logits_at is not None:
             h = torch.gather(h, 1, logits_at[..., None].expand(-1, -1, h.shape[-1]))
-        return self.logits(self.model.norm(h)), features
+        return self.logits(h if last in taps else self.model.norm(h)), features
