@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 
 from dflash_trt.errors import CheckpointError, ConfigError
+from dflash_trt.tempdirs import make_tempdir, owned_name
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -153,6 +153,7 @@ class TargetConfig(DecoderShape):
     mlp_bias: bool = False
     tie_word_embeddings: bool = False
     eos_token_ids: tuple[int, ...] = ()
+    max_position_embeddings: int | None = None  # the longest sequence the target was made for (None: not stated)
 
     @property
     def qk_norm(self) -> bool:
@@ -185,6 +186,8 @@ def load_target_config(directory: str | os.PathLike) -> TargetConfig:
         mlp_bias=bool(raw.get("mlp_bias", False)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
         eos_token_ids=tuple(dict.fromkeys(int(e) for e in eos_ids)),
+        max_position_embeddings=_require_int(raw, "max_position_embeddings", "target", path)
+        if "max_position_embeddings" in raw else None,
     )
 
 
@@ -388,8 +391,12 @@ def load_safetensors_dir(directory: str | os.PathLike, what: str, device: str | 
     return tensors
 
 
-def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], what: str, directory) -> None:
-    """Missing or mis-shaped tensors: one error naming the tensor and both shapes."""
+def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], what: str, directory,
+                  allowed: set[str] = frozenset()) -> None:
+    """Missing, unexpected, mis-shaped or non-finite tensors: one error naming the tensor. `allowed` names tensors the
+    checkpoint may hold besides `expected` (checked by the caller); any other name means the weights are not the
+    model config.json describes (a target whose weights hold more layers than its config says would otherwise run
+    as a different model)."""
     missing = [name for name in expected if name not in tensors]
     if missing:
         shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
@@ -408,6 +415,27 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[in
                 f"{what} {directory}: tensor {name!r} has shape {list(found)}, config.json implies {list(shape)}; "
                 "the weights and config.json disagree"
             )
+    unexpected = sorted(name for name in tensors if name not in expected and name not in allowed)
+    if unexpected:
+        shown = ", ".join(unexpected[:5]) + (f" (+{len(unexpected) - 5} more)" if len(unexpected) > 5 else "")
+        raise CheckpointError(
+            f"{what} {directory}: unexpected tensor(s) {shown} that config.json does not account for; the weights and "
+            "config.json disagree (fix config.json, e.g. num_hidden_layers, or remove the extra tensors)"
+        )
+    check_finite(tensors, what, directory)
+
+
+def check_finite(tensors: dict[str, torch.Tensor], what: str, directory) -> None:
+    """NaN or Inf in any floating-point tensor (float8 included) is a corrupt checkpoint: caught at load, not as an
+    empty output later. One pass over the weights (a few seconds for an 8B model on CPU)."""
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            continue
+        bad = t if t.dtype in DTYPES.values() else t.float()  # float8: no isfinite kernel
+        if not bool(torch.isfinite(bad).all()):
+            count = int((~torch.isfinite(bad)).sum())
+            raise CheckpointError(f"{what} {directory}: tensor {name!r} has {count} NaN/Inf value(s); the checkpoint "
+                                  "is corrupt: re-export or re-copy it")
 
 
 def _attention_shapes(prefix: str, cfg: DecoderShape, qk_norm: bool) -> dict[str, tuple[int, ...]]:
@@ -458,20 +486,29 @@ def drafter_tensor_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
 
 def load_target_tensors(directory, cfg: TargetConfig, device="cpu") -> dict[str, torch.Tensor]:
     tensors = load_safetensors_dir(directory, "target", device)
-    check_tensors(tensors, target_tensor_shapes(cfg), "target", directory)
+    # What transformers also ignores: a tied head saved anyway, and the RoPE tables old Llama exports carried.
+    allowed = {name for name in tensors if name.endswith(".rotary_emb.inv_freq")}
+    if cfg.tie_word_embeddings:
+        allowed.add("lm_head.weight")
+    check_tensors(tensors, target_tensor_shapes(cfg), "target", directory, allowed)
     return tensors
 
 
 def load_drafter_tensors(directory, cfg: DrafterConfig, device="cpu") -> dict[str, torch.Tensor]:
+    from dflash_trt.models.quant import quantized_tensor_shapes
+
     tensors = load_safetensors_dir(directory, "drafter", device)
     if tensors and all(name.startswith("model.") for name in tensors):  # tolerate exports that kept the prefix
         tensors = {name[len("model."):]: t for name, t in tensors.items()}
     shapes = drafter_tensor_shapes(cfg)
+    allowed: set[str] = set()
     if cfg.quantization != "none":
         quantized = quantized_linear_names(tensors, shapes)
         check_quantized_tensors(tensors, shapes, quantized, cfg.quantization, directory)
         shapes = {name: shape for name, shape in shapes.items() if name[: -len(".weight")] not in quantized}
-    check_tensors(tensors, shapes, "drafter", directory)
+        allowed = {f"{module}.{suffix}" for module in quantized
+                   for suffix in quantized_tensor_shapes(cfg.quantization, 1, 16)}
+    check_tensors(tensors, shapes, "drafter", directory, allowed)
     return tensors
 
 
@@ -559,12 +596,12 @@ def atomic_directory(final: str | os.PathLike):
         for parent in final_path.parents:
             if parent.exists() and not parent.is_dir():
                 raise CheckpointError(f"output {str(final_path)!r}: {str(parent)!r} is a file, not a directory")
-        final_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.", dir=final_path.parent))
+        prefix = f".{final_path.name}."
+        tmp = make_tempdir(final_path.parent, prefix)  # a killed writer's leftovers are removed first
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
-        old = final_path.parent / f".{final_path.name}.old"
+        old = final_path.parent / owned_name(prefix, "old")
         try:
             yield tmp
             if final_path.exists():  # swap: the previous contents stay intact until the new directory is complete
@@ -627,3 +664,16 @@ def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, bloc
     )
     check_pair(target, cfg)
     return cfg
+
+
+def load_tokenizer(target_dir: str | os.PathLike):
+    """transformers' AutoTokenizer from the target directory (local files only, no remote code); None if absent."""
+    d = Path(target_dir)
+    if not any((d / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(d), local_files_only=True, trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"target {d}: tokenizer files exist but cannot be loaded ({err}); fix or remove them") from None

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 
-from dflash_trt.errors import ConfigError, DFlashError
+from dflash_trt.errors import ConfigError, DeprecatedOption, DFlashError
 
 
 def _add_generate(sub):
@@ -20,10 +21,13 @@ def _add_generate(sub):
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--block-size", type=int, default=None, help="slots verified per step, 2..drafter block_size")
+    p.add_argument("--verify-len", type=int, default=None,
+                   help="K, block slots the target verifies per step, 2..the drafter's block_size (default: all of them)")
+    p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
     p.add_argument("--dtype", default="auto", help="auto (the checkpoint's own), float32, bfloat16 or float16")
-    p.add_argument("--max-seq-len", type=int, default=2048)
+    p.add_argument("--max-seq-len", type=int, default=None,
+                   help="prompt + new tokens per request (default 2048, or the target's max_position_embeddings if smaller)")
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--no-draft", action="store_true", help="plain autoregressive decoding with the same engine")
     p.add_argument("--decode-loop", choices=["host", "device"], default="host",
@@ -45,6 +49,10 @@ def _generate(args) -> int:
         raise ConfigError("--target (or --engine-dir) is required")
     if not args.engine_dir and not args.no_draft and not args.drafter:
         raise ConfigError("--drafter is required unless --no-draft is given")
+    from dflash_trt.engines.requests import verify_len_from
+    from dflash_trt.manifest import runtime_verify_len
+
+    verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     # Request errors first: a typo in --temperature must not cost a full model load.
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                             top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos).validate()
@@ -55,14 +63,14 @@ def _generate(args) -> int:
                                        dtype=None if args.dtype == "auto" else args.dtype,
                                        max_batch_size=len(args.prompt), use_drafter=not args.no_draft,
                                        decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
-        if args.block_size is None and manifest["backend"] == "torch":
-            args.block_size = manifest["runtime"].get("block_size")
+        if verify_len is None and manifest["backend"] == "torch":
+            verify_len = runtime_verify_len(manifest)
     else:
         engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
                                              dtype=args.dtype, max_batch_size=len(args.prompt),
                                              max_seq_len=args.max_seq_len, decode_loop=args.decode_loop,
                                              steps_per_sync=args.steps_per_sync)
-    results = engine.generate(args.prompt, params, block_size=None if args.no_draft else args.block_size)
+    results = engine.generate(args.prompt, params, verify_len=None if args.no_draft else verify_len)
     from dflash_trt.spec.stats import Stats
 
     merged = Stats.merge([r.stats for r in results])
@@ -73,9 +81,12 @@ def _generate(args) -> int:
     if args.check_ar and not args.no_draft:
         ar = engine.generate(args.prompt, params, use_drafter=False)
         report["matches_ar"] = [a.token_ids == r.token_ids for a, r in zip(ar, results)]
+    failed = [(i, r.error) for i, r in enumerate(results) if r.finish_reason == "error"]
+    for i, error in failed:
+        print(f"dflash-trt generate: prompt {i} failed: {error}", file=sys.stderr)
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0
+        return 1 if failed else 0
     for item in report["results"]:
         print(f"--- prompt: {item['prompt']!r}")
         print(item["text"])
@@ -83,7 +94,7 @@ def _generate(args) -> int:
     print(f"--- {report['mode']}: {merged.summary()}")
     if "matches_ar" in report:
         print(f"--- identical to AR: {all(report['matches_ar'])} {report['matches_ar']}")
-    return 0
+    return 1 if failed else 0
 
 
 def _add_make_tiny_pair(sub):
@@ -128,8 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+
+    def one_line(message, category, *_args, **_kwargs):  # a deprecated option: one line, not a source excerpt
+        print(f"dflash-trt {args.command}: warning: {message}", file=sys.stderr)
+
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DeprecatedOption)
+            warnings.showwarning = one_line
+            return args.func(args)
     except DFlashError as err:
         print(f"dflash-trt {args.command}: error: {err}", file=sys.stderr)
         return 2

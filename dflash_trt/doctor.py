@@ -47,16 +47,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from dflash_trt.errors import ConfigError
-from dflash_trt.manifest import load_manifest, resolve
+from dflash_trt.capabilities import FP8_MIN_CAPABILITY, NVFP4_MIN_CAPABILITY
+from dflash_trt.manifest import load_manifest, resolve, verify_files
 
 EXIT_OK = 0
 EXIT_CANNOT_RUN = 1
 EXIT_BAD_INPUT = 2  # raised as ConfigError; dflash_trt.cli.main prints it as one line and returns 2
 
-FP8_MIN_CC = (8, 9)
-NVFP4_MIN_CC = (10, 0)
+FP8_MIN_CC, NVFP4_MIN_CC = FP8_MIN_CAPABILITY, NVFP4_MIN_CAPABILITY
 REQUIREMENTS = ("trtllm-dflash", "triton-python", "plugins", "gpu")
-TRITON_ROOT = Path(os.environ.get("TRITON_SERVER_ROOT", "/opt/tritonserver"))
 
 # (what we call it, import name, distribution names to ask importlib.metadata for)
 PACKAGES = (
@@ -147,10 +146,11 @@ def trtllm_dflash_support() -> tuple[Optional[bool], str]:
 
 
 def probe_triton() -> dict[str, Any]:
-    server = shutil.which("tritonserver") or (str(TRITON_ROOT / "bin" / "tritonserver")
-                                              if (TRITON_ROOT / "bin" / "tritonserver").is_file() else None)
-    python_backend = TRITON_ROOT / "backends" / "python"
-    return {"server": server, "python_backend": str(python_backend) if python_backend.is_dir() else None}
+    """tritonserver as `serve` finds it: on PATH or at $TRITON_SERVER_ROOT (a Triton container), or the one the
+    nvidia-pytriton wheel bundles."""
+    from dflash_trt.serve.triton.server import locate_tritonserver
+
+    return locate_tritonserver()
 
 
 def _probe_torch(machine: Machine) -> None:
@@ -333,7 +333,7 @@ def limitations(m: Machine) -> list[str]:
     if not m.triton.get("server"):
         out.append("no tritonserver binary: `dflash-trt serve` through Triton is not available here")
     elif not m.triton.get("python_backend"):
-        out.append(f"tritonserver found but no Python backend in {TRITON_ROOT}/backends/python: the dflash model "
+        out.append(f"tritonserver found ({m.triton.get('server')}) but no Python backend for it: the dflash model "
                    "(1/model.py) cannot load")
     p = m.plugins
     if p:
@@ -432,6 +432,7 @@ def check_engine(engine_dir: str | os.PathLike, machine: Machine, manifest: Opti
         if not resolve(d, opts).is_file():
             raise ConfigError(f"{resolve(d, opts)}: named by manifest.json trtllm.llm_api_options but missing: "
                               "the engine directory is incomplete; rebuild it")
+    verify_files(m, d, checksums=True)  # every file there, with its size and sha256
 
     # Files outside the engine directory (the target is referenced, not copied): must be mounted here.
     tpath = resolve(d, target)
@@ -520,9 +521,9 @@ def check_requirement(what: str, m: Machine) -> Optional[str]:
         return None
     if what == "triton-python":
         if not m.triton.get("server"):
-            return "no tritonserver binary (PATH or $TRITON_SERVER_ROOT/bin)"
+            return "no tritonserver binary (PATH, $TRITON_SERVER_ROOT/bin or the nvidia-pytriton wheel)"
         if not m.triton.get("python_backend"):
-            return f"no Triton Python backend in {TRITON_ROOT}/backends/python"
+            return f"no Triton Python backend for {m.triton.get('server')}"
         return None
     if what == "plugins":
         p = m.plugins

@@ -19,3 +19,12 @@ class ConfigError(DFlashError):
 
 class RequestError(DFlashError):
     """A generation request (prompt, sampling parameters) is invalid."""
+
+
+class GenerationError(DFlashError):
+    """Generation failed for a request that was valid (a fault inside the step: the message carries its cause). The
+    engines report it per request (Result.error); callers that need every output, like the build's gate, raise it."""
+
+
+class DeprecatedOption(FutureWarning):
+    """An option given under an old name: still works, warns (shown by default; the CLI prints it as one line)."""

@@ -7,6 +7,7 @@ relative to the engine directory unless absolute (`resolve`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -60,3 +61,42 @@ def manifest_path(manifest: dict, engine_dir: str | os.PathLike, section: str, k
                               "engine directory")
         return None
     return resolve(engine_dir, value)
+
+
+def sha256(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def verify_files(manifest: dict, engine_dir: str | os.PathLike, *, checksums: bool = False) -> None:
+    """Every file manifest.json lists (`checksums`: relative path -> sha256) exists in the engine directory with its
+    recorded size (`file_sizes`; older manifests have only the checksums); with checksums=True its sha256 is recomputed too (a full
+    read: `doctor` does it, loading does not). ConfigError naming the first bad file and the fix."""
+    d = Path(engine_dir)
+    where = d / MANIFEST_NAME
+    listed = manifest.get("checksums") or {}  # a hand-written manifest may list none
+    sizes = manifest.get("file_sizes") or {}
+    if not isinstance(listed, dict) or not isinstance(sizes, dict):
+        raise ConfigError(f"{where}: field 'checksums' (or 'file_sizes') is not an object of file -> value; rebuild "
+                          "the engine directory")
+    for rel, digest in listed.items():
+        path = d / rel
+        if not path.is_file():
+            raise ConfigError(f"{path}: listed in {where} but missing; the engine directory is incomplete: restore "
+                              "it or rebuild it")
+        if rel in sizes and path.stat().st_size != sizes[rel]:
+            raise ConfigError(f"{path}: {path.stat().st_size} bytes, {where} records {sizes[rel]}; the file is "
+                              "truncated or was changed: restore it or rebuild the engine directory")
+        if checksums and sha256(path) != digest:
+            raise ConfigError(f"{path}: its sha256 differs from {where} ({digest}); the file is corrupt or was "
+                              "changed: restore it or rebuild the engine directory")
+
+
+def runtime_verify_len(manifest: dict) -> int | None:
+    """`runtime.verify_len` (K, slots the target verifies per step), or `runtime.block_size`, its name in manifests
+    written before block_size came to mean only the drafter's B."""
+    runtime = manifest.get("runtime") or {}
+    return runtime.get("verify_len", runtime.get("block_size"))

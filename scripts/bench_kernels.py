@@ -163,7 +163,7 @@ def main(argv=None) -> int:
         starts = torch.randint(0, 4000, (n,), device="cuda")
         for op, fn, ref_fn, nbytes in (
             ("drafts_to_verify", lambda: K.drafts_to_verify(last, logits, starts),
-             lambda: K.drafts_to_verify_reference(last, logits, starts), n * (k - 1) * vocab * elem),
+             lambda: block_ref.drafts_to_verify(last, logits, starts), n * (k - 1) * vocab * elem),
             ("prepare_block", lambda: K.prepare_block(last, starts, vocab - 1, 16),
              lambda: block_ref.prepare_block(last, starts, vocab - 1, 16), 0),
         ):

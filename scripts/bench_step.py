@@ -32,7 +32,7 @@ from transformers import Qwen3Config
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dflash_trt import checkpoint as ckpt  # noqa: E402
-from dflash_trt.engines.device_loop import length_bucket  # noqa: E402
+from dflash_trt.spec.step import length_bucket  # noqa: E402
 from dflash_trt.engines.torch_engine import TorchEngine  # noqa: E402
 from dflash_trt.models.drafter import DFlashDrafter  # noqa: E402
 from dflash_trt.models.target import TargetModel  # noqa: E402
@@ -80,7 +80,7 @@ def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> float:
         sched.add(i, torch.randint(2, engine.target.cfg.vocab_size - 1, (prompt_len,), generator=g).tolist(), params)
     sched.step()  # prefill + the first window (captures graphs on a GPU)
     sched.step()
-    steps_per_call = getattr(sched, "steps_per_sync", 1)
+    steps_per_call = sched.steps_per_sync
     sync(device)
     t0 = time.perf_counter()
     for _ in range(windows):
@@ -134,7 +134,7 @@ def main() -> None:
     p.add_argument("--dtype", default="bfloat16", choices=sorted(ckpt.DTYPES))
     p.add_argument("--tiny", action="store_true", help="the tiny shape (smoke run)")
     p.add_argument("--batch-sizes", default="1,8,32")
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--verify-len", type=int, default=16, help="K, block slots verified per step (= the drafter's block)")
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--decode-loop", default="device", choices=["host", "device"])
     p.add_argument("--steps-per-sync", type=int, default=4)
@@ -142,18 +142,18 @@ def main() -> None:
     args = p.parse_args()
     device, dtype = torch.device(args.device), ckpt.DTYPES[args.dtype]
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    target, drafter = random_pair("tiny" if args.tiny else "qwen3-8b", dtype, device, args.block_size)
-    max_seq = args.prompt_len + (args.windows + 3) * args.steps_per_sync * args.block_size + 64
+    target, drafter = random_pair("tiny" if args.tiny else "qwen3-8b", dtype, device, args.verify_len)
+    max_seq = args.prompt_len + (args.windows + 3) * args.steps_per_sync * args.verify_len + 64
     engine = TorchEngine(target, drafter, None, max_batch_size=max(batch_sizes), max_seq_len=max_seq,
                          decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"{'tiny' if args.tiny else 'Qwen3-8B + 5-layer drafter'} (random weights) on {name}, {args.dtype}, "
-          f"K={args.block_size}, prompt {args.prompt_len}, decode loop {args.decode_loop}"
+          f"K={args.verify_len}, prompt {args.prompt_len}, decode loop {args.decode_loop}"
           + (f" ({args.steps_per_sync} steps per host read)" if args.decode_loop == "device" else ""))
     print(f"{'batch':>5} {'step ms':>9} {'model ms':>9} {'overhead':>9}")
     for bs in batch_sizes:
         step = time_steps(engine, bs, args.prompt_len, args.windows, device)
-        model = time_models(engine, bs, args.prompt_len, args.block_size, max(args.windows, 5), device)
+        model = time_models(engine, bs, args.prompt_len, args.verify_len, max(args.windows, 5), device)
         print(f"{bs:>5} {1e3 * step:>9.3f} {1e3 * model:>9.3f} {100 * (step - model) / step:>8.1f}%")
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dflash_trt.bench.datasets import encode_prompt, load_prompt_set  # noqa: E402
-from dflash_trt.engines.torch_engine import load_tokenizer  # noqa: E402
+from dflash_trt.checkpoint import load_tokenizer  # noqa: E402
 from dflash_trt.serve.triton.client import GrpcStream  # noqa: E402
 from dflash_trt.serve.triton.repository import write_model_repository  # noqa: E402
 from dflash_trt.serve.triton.server import TritonServer  # noqa: E402

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
+
+# Some VMs advertise AMX (amx_tile, amx_bf16 in /proc/cpuinfo, XTILEDATA permitted by the kernel) but fault on its
+# instructions: oneDNN's bf16 GEMMs then kill the process with SIGILL. Cap oneDNN below AMX for the suite (and the
+# CLI subprocesses it starts); the numerics are the same, the tests use bf16 only for correctness.
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_FP16")
+
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from dflash_trt import tiny
 
@@ -33,3 +44,41 @@ def make_pair(tmp_path_factory):
         return cache[key]
 
     return _make
+
+
+def emu_compile(source: Path, out: Path, *include_dirs: Path) -> Path:
+    """g++ build of device code against plugins/emu/cuda_emu.h (every CUDA thread a fiber, barriers and warp shuffles
+    emulated; the source reaches the header as ../emu/ from its common.cuh)."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler for the emulated build of the kernels")
+    cmd = [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-strict-aliasing",
+           "-fvisibility=hidden", "-DDFLASH_EMULATE", '-DDFLASH_COMPILED_ARCHS="emulated"', "-x", "c++",
+           *(f"-I{d}" for d in include_dirs), "-o", str(out), str(source)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def set_emu_schedule(lib, mode: int, seed: int = 0) -> int:
+    """The emulator's thread order: 0 forward, 1 reverse, 2 seeded random (dflash_emu_set_schedule)."""
+    import ctypes
+
+    fn = lib.dflash_emu_set_schedule
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_uint64]
+    return fn(mode, seed)
+
+
+@pytest.fixture(scope="session")
+def emu_lib(tmp_path_factory):
+    """plugins/src/dflash_plugins.cu built for the emulator: the CUDA kernels' own code, callable on CPU tensors
+    (kernels.ops.library_ops), in the forward thread order."""
+    from dflash_trt.kernels import cuda
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path_factory.mktemp("emu") / "libdflash_plugins_emu.so"
+    emu_compile(root / "plugins" / "src" / "dflash_plugins.cu", out, root / "plugins" / "include")
+    lib = cuda.load_library(out)
+    assert cuda.compiled_archs(lib) == ["emulated"]
+    assert set_emu_schedule(lib, 0) == 0
+    return lib

@@ -1,5 +1,6 @@
 """`dflash-trt bench`: the metrics on hand-made Stats, prompt-set parsing and formatting, plots, an end-to-end run on
-the tiny random pair (batch 1 and 2, greedy and sampled), and one clean DFlashError per bad input."""
+the tiny random pair (batch 1 and 2, greedy and sampled; greedy runs also run transformers' generate as a baseline and
+match it token for token), the --block-size alias of --verify-len, and one clean DFlashError per bad input."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from dflash_trt.spec.stats import Stats
 
 
 def _stats(taus, new_tokens, prefill_s=0.5, decode_s=2.0, k=4):
-    return Stats(block_size=k, taus=list(taus), new_tokens=new_tokens, prefill_s=prefill_s, decode_s=decode_s)
+    return Stats(verify_len=k, taus=list(taus), new_tokens=new_tokens, prefill_s=prefill_s, decode_s=decode_s)
 
 
 def test_batch_timing_counts_shared_times_once():
@@ -66,7 +67,7 @@ def test_mode_summary():
 
 def test_acceptance_pooled_over_sequences():
     # K = 4: τ in 1..4; per-position [k-1] = share of steps with τ > k
-    acc = metrics.acceptance_summary([_stats([1, 3, 4], 9), _stats([2], 3)], block_size=4)
+    acc = metrics.acceptance_summary([_stats([1, 3, 4], 9), _stats([2], 3)], verify_len=4)
     assert acc["steps"] == 4
     assert acc["mean_tau"] == pytest.approx(2.5)
     assert acc["histogram"] == [1, 1, 1, 1]
@@ -74,11 +75,11 @@ def test_acceptance_pooled_over_sequences():
     assert acc["per_position_acceptance"] == pytest.approx([0.75, 0.5, 0.25])
     pooled = metrics.pool_stats([_stats([1, 3, 4], 9), _stats([2], 3)])
     assert pooled.taus == [1, 3, 4, 2] and pooled.decode_s == 0.0  # per-batch times are not pooled here
-    empty = metrics.acceptance_summary([_stats([], 1)], block_size=4)
+    empty = metrics.acceptance_summary([_stats([], 1)], verify_len=4)
     assert empty["mean_tau"] is None and empty["histogram"] == [0, 0, 0, 0]
     assert empty["per_position_acceptance"] == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError):
-        metrics.pool_stats([Stats(block_size=2, taus=[3])], block_size=2)
+        metrics.pool_stats([Stats(verify_len=2, taus=[3])], verify_len=2)
 
 
 def test_compare_outputs():
@@ -97,12 +98,34 @@ def test_summarize_hand_example():
     ar_t = [metrics.BatchTiming(0.1, 2.0, 8, 10, 2)]
     sp_t = [metrics.BatchTiming(0.1, 0.5, 8, 10, 2)]
     spec = [_stats([4, 1], 5), _stats([2, 1], 5)]
-    s = metrics.summarize(ar_t, sp_t, spec, [[1] * 5, [2] * 5], [[1] * 5, [2] * 5], block_size=4)
+    s = metrics.summarize(ar_t, sp_t, spec, [[1] * 5, [2] * 5], [[1] * 5, [2] * 5], verify_len=4)
     assert s["num_prompts"] == 2
     assert s["mean_tau"] == pytest.approx(2.0)
     assert s["speedup"] == pytest.approx(4.0) and s["efficiency"] == pytest.approx(2.0)
     assert s["tpot_ar_s"] == pytest.approx(0.25) and s["tokens_per_s_spec"] == pytest.approx(16.0)
-    assert s["all_match_ar"] is True and s["histogram"] == [2, 1, 0, 1]
+    assert s["all_match_ar"] is True and s["histogram"] == [2, 1, 0, 1] and s["verify_len"] == 4
+    assert s["e2e_tokens_per_s_ar"] == pytest.approx(10 / 2.1) and s["e2e_tokens_per_s_spec"] == pytest.approx(10 / 0.6)
+    assert s["e2e_speedup"] == pytest.approx(2.1 / 0.6)
+    assert s["hf"] is None and s["tokens_per_s_hf"] is None and s["hf_all_match_ar"] is None  # no baseline given
+
+
+def test_summarize_with_transformers_baseline():
+    ar_t = [metrics.BatchTiming(0.1, 2.0, 8, 10, 2)]  # TPOT 0.25, e2e 10 / 2.1
+    sp_t = [metrics.BatchTiming(0.1, 0.5, 8, 10, 2)]  # TPOT 0.0625, e2e 10 / 0.6
+    hf_t = [metrics.BatchTiming(0.2, 3.0, 4, 5, 1), metrics.BatchTiming(0.2, 1.0, 4, 5, 1)]  # per prompt: TPOT 0.5
+    spec = [_stats([4, 1], 5), _stats([2, 1], 5)]
+    ar_out = [[1] * 5, [2] * 5]
+    s = metrics.summarize(ar_t, sp_t, spec, ar_out, ar_out, verify_len=4, hf_timings=hf_t,
+                          hf_outputs=[[1] * 5, [2, 2, 3, 2, 2]])
+    assert s["hf"]["batches"] == 2 and s["hf"]["sequences"] == 2 and s["hf"]["new_tokens"] == 10
+    assert s["tpot_hf_s"] == pytest.approx(0.5) and s["tokens_per_s_hf"] == pytest.approx(2.0)
+    assert s["speedup_ar_vs_hf"] == pytest.approx(0.5 / 0.25) and s["speedup_spec_vs_hf"] == pytest.approx(0.5 / 0.0625)
+    assert s["e2e_tokens_per_s_hf"] == pytest.approx(10 / 4.4)
+    assert s["e2e_speedup_ar_vs_hf"] == pytest.approx((10 / 2.1) / (10 / 4.4))
+    assert s["e2e_speedup_spec_vs_hf"] == pytest.approx((10 / 0.6) / (10 / 4.4))
+    assert s["hf_all_match_ar"] is False and s["hf_num_match_ar"] == 1
+    assert s["hf_mismatches"] == [{"prompt": 1, "first_divergence": 2, "ar_tokens": 5, "hf_tokens": 5}]
+    assert s["all_match_ar"] is True  # DFlash vs AR is a separate comparison
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -188,7 +211,7 @@ def test_format_and_truncate():
 
 
 def test_chat_template_with_real_tokenizer(make_pair):
-    from dflash_trt.engines.torch_engine import load_tokenizer
+    from dflash_trt.checkpoint import load_tokenizer
 
     tok = load_tokenizer(make_pair()[0])
     assert not tok.chat_template  # the tiny tokenizer has none: raw text
@@ -212,7 +235,7 @@ def _synthetic_report() -> dict:
         s = metrics.summarize(t, [metrics.BatchTiming(0.1, 0.5, 20, 21, 1)], [_stats(taus, 21)], [[1]], [[1]], 4)
         ds[name] = s
     overall = metrics.summarize([], [], [_stats([1, 2, 4, 4, 3, 1, 1, 2], 42)], [[1], [1]], [[1], [2]], 4)
-    return {"settings": {"block_size": 4, "temperature": 0.0, "batch_size": 1, "max_new_tokens": 21, "dtype": "float32"},
+    return {"settings": {"verify_len": 4, "temperature": 0.0, "batch_size": 1, "max_new_tokens": 21, "dtype": "float32"},
             "device": {"type": "cpu", "name": "test"}, "torch_version": "x", "datasets": ds, "overall": overall}
 
 
@@ -259,34 +282,42 @@ def test_parser_defaults():
     args = _parser().parse_args(["bench", "--target", "t", "--drafter", "d", "--dataset", "x.jsonl",
                                  "--dataset", "y.jsonl"])
     assert args.func is run_bench_command and args.dataset == ["x.jsonl", "y.jsonl"]
-    assert (args.num_prompts, args.batch_size, args.block_size, args.temperature, args.warmup, args.seed) == \
+    assert (args.num_prompts, args.batch_size, args.verify_len, args.temperature, args.warmup, args.seed) == \
         (None, 1, None, 0.0, 1, 0)
-    assert args.device is None and args.dtype == "auto" and args.max_seq_len == 4096
+    assert args.block_size is None and args.hf_baseline is True
+    assert args.device is None and args.dtype == "auto" and args.max_seq_len is None  # the engine default: 2048 or max_position_embeddings
 
 
-@pytest.mark.parametrize("batch_size,temperature,block_size", [(1, 0.0, None), (2, 0.0, None), (2, 0.8, 4)])
-def test_bench_end_to_end(make_pair, prompt_files, tmp_path, capsys, batch_size, temperature, block_size):
+@pytest.mark.parametrize("batch_size,temperature,verify_len", [(1, 0.0, None), (2, 0.0, None), (2, 0.8, 4)])
+def test_bench_end_to_end(make_pair, prompt_files, tmp_path, capsys, batch_size, temperature, verify_len):
     target, drafter = make_pair()
     out = tmp_path / "bench"
     argv = ["bench", "--target", target, "--drafter", drafter, "--dataset", prompt_files[0], "--dataset",
             prompt_files[1], "--num-prompts", 3, "--max-new-tokens", 8, "--batch-size", batch_size,
             "--temperature", temperature, "--seed", 7, "--output", out]
-    if block_size:
-        argv += ["--block-size", block_size, "--warmup", 0]
+    if verify_len:
+        argv += ["--verify-len", verify_len, "--warmup", 0]
     assert _run(argv) == 0
     captured = capsys.readouterr()
     report = json.loads((out / "report.json").read_text())
-    k = block_size or 16
-    assert report["settings"]["block_size"] == k and report["settings"]["batch_size"] == batch_size
+    k = verify_len or 16
+    assert report["settings"]["verify_len"] == k and report["settings"]["batch_size"] == batch_size
+    assert report["settings"]["drafter_block_size"] == 16 and "block_size" not in report["settings"]
     assert report["settings"]["temperature"] == temperature and report["settings"]["chat_template"] is False
     assert report["device"]["type"] == "cpu" and report["torch_version"] and report["date"]
+    assert report["report_version"] == 2 and report["notes"]
     assert set(report["datasets"]) == {"set_a", "set_b"}
+    greedy = temperature == 0.0
+    hf_info = report["hf_baseline"]
+    assert hf_info["ran"] is greedy and hf_info["batch_size"] == 1
     for name, d in [*report["datasets"].items(), ("overall", report["overall"])]:
         assert d["num_prompts"] == (6 if name == "overall" else 3)
         assert 1.0 <= d["mean_tau"] <= k, name
+        assert d["verify_len"] == k
         assert d["speedup"] > 0 and d["efficiency"] == pytest.approx(d["speedup"] / d["mean_tau"])
         assert d["all_match_ar"] is True and d["mismatches"] == []
         assert d["tokens_per_s_ar"] > 0 and d["tokens_per_s_spec"] > 0
+        assert d["e2e_tokens_per_s_ar"] > 0 and d["e2e_tokens_per_s_spec"] > 0
         assert d["tpot_ar_s"] > 0 and d["tpot_spec_s"] > 0
         assert d["speedup"] == pytest.approx(d["tpot_ar_s"] / d["tpot_spec_s"])
         assert len(d["histogram"]) == k and sum(d["histogram"]) == d["steps"] > 0
@@ -295,13 +326,77 @@ def test_bench_end_to_end(make_pair, prompt_files, tmp_path, capsys, batch_size,
         assert d["ar"]["new_tokens"] == d["spec"]["new_tokens"] and d["ar"]["batches"] == d["spec"]["batches"]
         batches_per_set = {1: 3, 2: 2}[batch_size]  # 3 prompts per set, batches never span two sets
         assert d["ar"]["batches"] == (2 if name == "overall" else 1) * batches_per_set
+        if greedy:  # transformers' greedy generate: one prompt per call, the same tokens as our AR (float32, batch 1)
+            assert d["hf"]["batches"] == d["hf"]["sequences"] == d["num_prompts"]
+            assert d["hf"]["new_tokens"] == d["ar"]["new_tokens"]
+            assert d["hf_all_match_ar"] is True and d["hf_num_match_ar"] == d["num_prompts"] and d["hf_mismatches"] == []
+            assert d["tokens_per_s_hf"] > 0 and d["e2e_tokens_per_s_hf"] > 0
+            assert d["speedup_ar_vs_hf"] == pytest.approx(d["tpot_hf_s"] / d["tpot_ar_s"])
+            assert d["speedup_spec_vs_hf"] == pytest.approx(d["tpot_hf_s"] / d["tpot_spec_s"])
+            assert d["e2e_speedup_spec_vs_hf"] == pytest.approx(d["e2e_tokens_per_s_spec"] / d["e2e_tokens_per_s_hf"])
+        else:
+            assert d["hf"] is None and d["tokens_per_s_hf"] is None and d["hf_all_match_ar"] is None
     for d in report["datasets"].values():
         assert [p["seed"] for p in d["per_prompt"]] == sorted(p["seed"] for p in d["per_prompt"])
+        assert all(p["hf_match_ar"] is (True if greedy else None) for p in d["per_prompt"])
+        assert len(d.get("hf_prompt_timings", [])) == (3 if greedy else 0)
     assert [p["seed"] for d in report["datasets"].values() for p in d["per_prompt"]] == list(range(7, 13))
+    if greedy:
+        assert hf_info["dtype"] == "float32" and hf_info["device"] == "cpu" and hf_info["transformers_version"]
+        assert hf_info["generate"]["do_sample"] is False and hf_info["generate"]["use_cache"] is True
+        assert any("streamer" in n for n in report["notes"])
+        assert ("note" in hf_info) is (batch_size > 1)  # our batches vs its batch 1, said in the report
+        assert "transformers (batch 1)" in captured.out
+    else:
+        assert "temperature" in hf_info["skipped"] and "transformers baseline: skipped" in captured.out
     for png in ("acceptance_per_position.png", "tau_histogram.png"):
         assert (out / png).stat().st_size > 1000
     assert "set_a" in captured.out and "overall" in captured.out and "report.json" in captured.out
+    assert f"K={k}" in captured.out and "ours DFlash" in captured.out
     assert "seq/s" in captured.err and "100%" in captured.err  # the tqdm bar
+    assert "deprecated" not in captured.err
+
+
+def test_block_size_alias_and_no_hf_baseline(make_pair, prompt_files, tmp_path, capsys):
+    """--block-size still sets K (one warning line); --no-hf-baseline skips transformers (greedy, where it would run)."""
+    target, drafter = make_pair()
+    out = tmp_path / "alias"
+    argv = ["bench", "--target", target, "--drafter", drafter, "--dataset", prompt_files[0], "--num-prompts", 1,
+            "--max-new-tokens", 4, "--warmup", 0, "--no-progress", "--output", out, "--no-hf-baseline"]
+    from dflash_trt import cli
+
+    assert cli.main([str(a) for a in [*argv, "--block-size", 4]]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if "deprecated" in line]
+    assert warnings == ["dflash-trt bench: warning: block_size is deprecated for the verify length: use --verify-len "
+                        "(block_size is the drafter's block)"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["verify_len"] == 4 and report["overall"]["verify_len"] == 4
+    assert report["settings"]["hf_baseline"] is False
+    assert report["hf_baseline"]["ran"] is False and "--no-hf-baseline" in report["hf_baseline"]["skipped"]
+    assert report["overall"]["hf"] is None and "hf_prompt_timings" not in report["datasets"]["set_a"]
+    assert "transformers baseline: skipped (disabled (--no-hf-baseline))" in captured.out
+    assert "transformers (batch 1)" not in captured.out
+    # both names, same value: fine (still the one warning); different values: an error naming both, before loading
+    assert cli.main([str(a) for a in [*argv, "--block-size", 4, "--verify-len", 4]]) == 0
+    assert capsys.readouterr().err.count("deprecated") == 1
+    with pytest.raises(DFlashError) as e:
+        _run(["bench", "--target", tmp_path / "none", "--drafter", tmp_path / "none", "--dataset", prompt_files[0],
+              "--verify-len", 4, "--block-size", 8, "--output", tmp_path / "o"])
+    assert "--verify-len 4" in str(e.value) and "block_size 8" in str(e.value) and "disagree" in str(e.value)
+
+
+def test_top_level_cli_prints_the_alias_warning_once(prompt_files, tmp_path, capsys):
+    from dflash_trt import cli
+
+    try:
+        cli.build_parser().parse_args(["bench", "--target", "t", "--drafter", "d", "--dataset", "x"])
+    except SystemExit:
+        pytest.skip("dflash_trt/cli.py does not register `bench` yet")
+    rc = cli.main(["bench", "--target", "t", "--drafter", "d", "--dataset", str(prompt_files[0]), "--block-size", "4",
+                   "--num-prompts", "0", "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 2 and "deprecated" in err[0] and "--num-prompts" in err[1]
 
 
 @pytest.mark.parametrize("extra,needle", [
@@ -310,8 +405,9 @@ def test_bench_end_to_end(make_pair, prompt_files, tmp_path, capsys, batch_size,
     (["--batch-size", 0], "--batch-size"),
     (["--warmup", -1], "--warmup"),
     (["--temperature", -1], "--temperature"),
-    (["--block-size", 1], "--block-size"),
-    (["--max-new-tokens", 5000], "--max-seq-len"),
+    (["--verify-len", 1], "--verify-len"),
+    (["--block-size", 1], "--verify-len"),  # the deprecated alias: the same check
+    (["--max-new-tokens", 5000, "--max-seq-len", 4096], "--max-seq-len"),
     (["--dtype", "int8"], "dtype"),
 ])
 def test_bad_arguments_fail_before_loading(prompt_files, tmp_path, extra, needle):
@@ -333,8 +429,8 @@ def test_bad_inputs(make_pair, prompt_files, tmp_path):
     no_turns.write_text('{"question_id": 1, "prompt": "hi"}\n')
     with pytest.raises(DatasetError, match="line 1 has no 'turns' field"):
         _run(base + ["--dataset", no_turns])
-    with pytest.raises(ConfigError, match=r"--block-size must be in 2\.\.16"):
-        _run(base + ["--dataset", prompt_files[0], "--block-size", 17])
+    with pytest.raises(ConfigError, match=r"--verify-len must be in 2\.\.16"):
+        _run(base + ["--dataset", prompt_files[0], "--verify-len", 17])
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     with pytest.raises(ConfigError, match="--output .* is a file"):
@@ -362,4 +458,6 @@ def test_config_validate_is_cheap():
         BenchConfig("t", "d", []).validate()
     with pytest.raises(ConfigError, match="--seed"):
         BenchConfig("t", "d", ["x"], seed=-1).validate()
-    assert BenchConfig("t", "d", ["x"]).validate().max_seq_len == 4096
+    assert BenchConfig("t", "d", ["x"]).validate().max_seq_len is None  # the engine's default
+    with pytest.raises(ConfigError, match="--verify-len"):
+        BenchConfig("t", "d", ["x"], verify_len=1).validate()

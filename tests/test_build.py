@@ -96,7 +96,8 @@ def _drafter_for_other_target(tmp_path, make_pair) -> Path:
 @pytest.mark.parametrize("case, message", [
     ("missing target", "target directory"),
     ("incompatible pair", "field 'hidden_size'"),
-    ("block too wide", "field 'block_size' is 32; it must be in 2..16"),
+    ("verify too wide", "field 'verify_len' is 32; it must be in 2..16"),
+    ("old name too wide", "field 'verify_len' is 32; it must be in 2..16"),
     ("nvfp4 trtllm on sm_90", "drafter.quantization nvfp4 on backend trtllm needs a Blackwell GPU"),
     ("no calibration file", "field 'quantization.calibration.prompts'"),
     ("too few gate prompts", "80 prompts; 100 are needed after the first 16"),
@@ -106,7 +107,8 @@ def test_bad_plans_fail_fast_naming_the_problem(tmp_path, make_pair, case, messa
     sets = {
         "missing target": [f"target={tmp_path / 'nope'}"],
         "incompatible pair": [f"drafter={_drafter_for_other_target(tmp_path, make_pair)}"],
-        "block too wide": ["block_size=32"],
+        "verify too wide": ["verify_len=32"],
+        "old name too wide": ["verify_len=null", "block_size=32"],  # the deprecated name of verify_len still works
         "nvfp4 trtllm on sm_90": ["backend=trtllm", "dtype=bfloat16", "quantization.format=nvfp4"],
         "no calibration file": [f"quantization.calibration.prompts={tmp_path / 'none.jsonl'}"],
         "too few gate prompts": ["quantization.gate.num_prompts=100"],
@@ -173,7 +175,7 @@ def test_engine_directory_is_complete(fp8_engine):
     m = load_manifest(fp8_engine)
     assert m["backend"] == "torch" and m["drafter"]["quantization"] == "fp8" and m["drafter"]["path"] == "drafter"
     assert m["target"]["path"] == str((PAIR / "target").resolve())
-    assert m["runtime"]["device"] == "cpu" and m["runtime"]["block_size"] == 16 and m["runtime"]["dtype"] == "float32"
+    assert m["runtime"]["device"] == "cpu" and m["runtime"]["verify_len"] == 16 and m["runtime"]["dtype"] == "float32"
     assert m["versions"]["torch"] == torch.__version__ and m["versions"]["nvidia_modelopt"]
     acc = m["acceptance"]
     assert acc["passed"] and acc["num_prompts"] == 16 and acc["first_prompt"] == 8  # held out from calibration
@@ -223,7 +225,7 @@ def test_generate_from_engine_dir_equals_ar(fp8_engine, capsys):
                  "--check-ar", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["matches_ar"] == [True] and report["mode"] == "dflash"
-    assert report["results"][0]["stats"]["block_size"] == 16
+    assert report["results"][0]["stats"]["verify_len"] == 16
 
 
 def test_bench_from_engine_dir(fp8_engine, tmp_path, capsys):

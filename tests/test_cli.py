@@ -79,14 +79,14 @@ def test_generate_json_check_ar(cli_pair, capsys):
         assert all(isinstance(t, int) for t in r["token_ids"])
         assert r["finish_reason"] in ("stop", "length")
     stats = report["stats"]
-    assert stats["block_size"] == block
+    assert stats["verify_len"] == block
     assert 1 <= stats["mean_tau"] <= block
     assert stats["new_tokens"] == sum(len(r["token_ids"]) for r in report["results"])
     assert report["matches_ar"] == [True, True]
 
 
 def test_generate_text_output(cli_pair, capsys):
-    rc, out, err = run_main(capsys, *generate_args(cli_pair, "--max-new-tokens", 4, "--block-size", 4, "--device", "cpu"))
+    rc, out, err = run_main(capsys, *generate_args(cli_pair, "--max-new-tokens", 4, "--verify-len", 4, "--device", "cpu"))
     assert rc == 0, err
     assert "--- prompt: 'hello'" in out
     assert "mean_tau=" in out
@@ -126,7 +126,7 @@ def test_default_dtype_is_the_checkpoints(tmp_path, capsys):
     assert engine.target_cache.k.dtype == torch.bfloat16
     rc, stdout, err = run_main(capsys, *generate_args(out, "--max-new-tokens", 4, "--json", "--device", "cpu"))
     assert rc == 0, err
-    assert json.loads(stdout)["stats"]["block_size"] == 8
+    assert json.loads(stdout)["stats"]["verify_len"] == 8
     # an explicit --dtype overrides it
     engine = TorchEngine.from_pretrained(out / "target", None, device="cpu", dtype="float32", tokenizer=False,
                                          max_batch_size=1, max_seq_len=64)
@@ -177,9 +177,10 @@ def test_missing_drafter_dir(cli_pair, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, needles", [
-    (["--block-size", "0"], ["block_size", "2..16"]),
-    (["--block-size", "1"], ["block_size"]),
-    (["--block-size", "17"], ["block_size", "2..16"]),
+    (["--verify-len", "0"], ["verify_len", "2..16"]),
+    (["--verify-len", "1"], ["verify_len"]),
+    (["--verify-len", "17"], ["verify_len", "2..16"]),
+    (["--verify-len", "4", "--block-size", "8"], ["--verify-len 4", "block_size 8", "disagree"]),
     (["--temperature", "-1"], ["temperature"]),
     (["--temperature", "nan"], ["temperature"]),
     (["--top-p", "0"], ["top_p"]),
@@ -254,3 +255,15 @@ def test_bad_request_fails_before_weights_are_read(cli_pair, capsys, monkeypatch
     monkeypatch.setattr(ckpt, "load_safetensors_dir", forbidden)
     rc, out, err = run_main(capsys, *generate_args(cli_pair, "--device", "cpu", *flags))
     assert_clean_error(rc, out, err, flags[0].lstrip("-").replace("-", "_"))
+
+
+def test_block_size_is_a_deprecated_alias_of_verify_len(cli_pair, capsys):
+    """--block-size once meant the verify length here; it still works, with one warning line (block_size is the
+    drafter's B)."""
+    rc, out, err = run_main(capsys, *generate_args(cli_pair, "--max-new-tokens", 4, "--block-size", 4, "--device", "cpu",
+                                                   "--json"))
+    assert rc == 0, err
+    assert json.loads(out)["stats"]["verify_len"] == 4
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dflash-trt generate: warning: block_size is deprecated") \
+        and "--verify-len" in lines[0]

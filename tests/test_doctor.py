@@ -33,7 +33,7 @@ def manifest(target: Path, **over) -> dict:
                    "vocab_size": 2048},
         "drafter": {"path": "drafter", "source": "/src/drafter", "quantization": "none", "num_hidden_layers": 1,
                     "block_size": 16, "mask_token_id": 1, "target_layer_ids": [1, 2, 3]},
-        "runtime": {"device": "cpu", "dtype": "float32", "max_batch_size": 8, "max_seq_len": 2048, "block_size": 16,
+        "runtime": {"device": "cpu", "dtype": "float32", "max_batch_size": 8, "max_seq_len": 2048, "verify_len": 16,
                     "cuda_graph_batch_sizes": [1, 2, 4, 8], "kv_cache_free_gpu_memory_fraction": 0.9,
                     "tensor_parallel_size": 1},
         "requirements": {"gpu": False, "num_gpus": 0, "min_compute_capability": None, "python_packages": []},

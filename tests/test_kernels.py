@@ -34,7 +34,9 @@ from dflash_trt.kernels import block_draft as block_ref
 from dflash_trt.kernels import bookkeeping as book_ref
 from dflash_trt.kernels import cuda as K
 from dflash_trt.kernels import sample_accept as sa_ref
-from dflash_trt.spec.sampling import filtered_scores, gumbel_noise, seed_keys
+from dflash_trt.spec.sampling import filtered_scores, seed_keys
+
+from conftest import emu_compile, set_emu_schedule  # noqa: E402 (tests/ is on sys.path: pytest's rootdir conftest)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build_plugins.sh"
@@ -405,22 +407,53 @@ def test_kernel_threshold_algorithm_keeps_what_the_reference_keeps(kind):
 
 # ---- CPU: the device code itself, under emulation ----------------------------------------------------------------
 # plugins/src/dflash_plugins.cu built with g++ against plugins/emu/cuda_emu.h (every CUDA thread a fiber, barriers and
-# warp shuffles emulated), called through the same ctypes layer as the GPU build, on CPU tensors.
+# warp shuffles emulated), called through the same ctypes layer as the GPU build, on CPU tensors. Every comparison
+# runs under several thread orders (dflash_emu_set_schedule): the default forward order, reverse, and seeded random
+# orders; a kernel without races gives bit-identical results under all of them.
 
-@pytest.fixture(scope="session")
-def emu_lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no C++ compiler for the emulated build of the kernels")
-    out = tmp_path_factory.mktemp("emu") / "libdflash_plugins_emu.so"
-    cmd = [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-strict-aliasing",
-           "-fvisibility=hidden", "-DDFLASH_EMULATE", '-DDFLASH_COMPILED_ARCHS="emulated"', "-x", "c++",
-           f"-I{ROOT / 'plugins' / 'include'}", "-o", str(out), str(ROOT / "plugins" / "src" / "dflash_plugins.cu")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    lib = K.load_library(out)
-    assert K.compiled_archs(lib) == ["emulated"]
-    return lib
+EMU_ORDERS = (("reverse", 1, 0), ("random:1", 2, 1), ("random:2", 2, 2), ("random:3", 2, 3))  # besides forward
+
+
+def _emu_compile(source: Path, out: Path, *include_dirs: Path) -> Path:
+    return emu_compile(source, out, *include_dirs)
+
+
+def _set_emu_order(lib, mode: int, seed: int = 0) -> None:
+    assert set_emu_schedule(lib, mode, seed) == 0
+
+
+def test_emulated_schedule_modes(emu_lib):
+    assert set_emu_schedule(emu_lib, 3, 0) == 1  # unknown mode: refused, order unchanged
+    _set_emu_order(emu_lib, 0)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().cpu()
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]) if t.is_floating_point() else t
+
+
+def _in_all_orders(lib, run):
+    """run() (-> a tensor or a tuple of tensors) under the forward order, then under each of EMU_ORDERS: every
+    order's outputs must equal forward's bit for bit. Returns forward's outputs; leaves the order at forward."""
+    _set_emu_order(lib, 0)
+    first = run()
+    flat = (first,) if isinstance(first, torch.Tensor) else tuple(first)
+    try:
+        for name, mode, seed in EMU_ORDERS:
+            _set_emu_order(lib, mode, seed)
+            again = run()
+            again = (again,) if isinstance(again, torch.Tensor) else tuple(again)
+            assert len(again) == len(flat)
+            for i, (a, b) in enumerate(zip(flat, again)):
+                assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b)), \
+                    f"output {i} differs between the forward and the {name} thread order"
+    finally:
+        _set_emu_order(lib, 0)
+    return first
+
+
+def _emu_accept(lib, *args):
+    return _in_all_orders(lib, lambda: K._sample_accept_lib(lib, None, *args))
 
 
 EMU_CASES = {  # name: (temperature, top_k, top_p)
@@ -436,7 +469,7 @@ def test_emulated_sample_accept_equals_reference(emu_lib, case, dtype):
     for n, k, vocab in ((3, 4, 1000), (2, 3, 257)):  # 257: rows not 16-byte aligned (scalar head / tail)
         args = _accept_inputs(n, k, vocab, dtype=dtype, seed=vocab + k, temperature=temperature, top_k=top_k,
                               top_p=top_p)
-        _assert_accept_equal(K._sample_accept_lib(emu_lib, None, *args), sa_ref.sample_accept(*args))
+        _assert_accept_equal(_emu_accept(emu_lib, *args), sa_ref.sample_accept(*args))
 
 
 def test_emulated_sample_accept_mixed_batch_split_rows_and_views(emu_lib):
@@ -449,11 +482,11 @@ def test_emulated_sample_accept_mixed_batch_split_rows_and_views(emu_lib):
     wide = torch.randn(n, k + 2, vocab, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
     args[0] = wide[:, 1:1 + k]  # a strided view, as when logits come from a slice of the block
     want = sa_ref.sample_accept(*args)
-    _assert_accept_equal(K._sample_accept_lib(emu_lib, None, *args), want)
+    _assert_accept_equal(_emu_accept(emu_lib, *args), want)
     prefill = [args[0][:, :1], args[1][:, :0]] + args[2:6] + [args[6][:, :1]] + args[7:]
-    _assert_accept_equal(K._sample_accept_lib(emu_lib, None, *prefill), sa_ref.sample_accept(*prefill))
+    _assert_accept_equal(_emu_accept(emu_lib, *prefill), sa_ref.sample_accept(*prefill))
     sub = [a[2:4] for a in args]  # a row's tokens do not depend on the rest of the batch
-    assert torch.equal(K._sample_accept_lib(emu_lib, None, *sub)[0], want.target_tokens[2:4])
+    assert torch.equal(_emu_accept(emu_lib, *sub)[0], want.target_tokens[2:4])
 
 
 def test_emulated_sampling_ties_at_the_cuts(emu_lib):
@@ -462,7 +495,7 @@ def test_emulated_sampling_ties_at_the_cuts(emu_lib):
     for top_k, top_p in ((3, 1.0), (90, 1.0), (0, 0.3), (120, 0.6)):
         args = list(_accept_inputs(n, k, vocab, seed=top_k, temperature=0.9, top_k=top_k, top_p=top_p))
         args[0] = logits
-        _assert_accept_equal(K._sample_accept_lib(emu_lib, None, *args), sa_ref.sample_accept(*args))
+        _assert_accept_equal(_emu_accept(emu_lib, *args), sa_ref.sample_accept(*args))
 
 
 def test_noise_is_always_finite():
@@ -478,9 +511,11 @@ def test_noise_is_always_finite():
 
 
 def test_emulated_block_ops_equal_references(emu_lib):
+    drafts_ref = block_ref.drafts_to_verify
     last, starts = torch.tensor([5, 6, 7]), torch.tensor([10, 0, 99])
     for b in (1, 4, 16):
-        got, want = K._prepare_block_lib(emu_lib, None, last, starts, 1000, b), block_ref.prepare_block(last, starts, 1000, b)
+        got = _in_all_orders(emu_lib, lambda: K._prepare_block_lib(emu_lib, None, last, starts, 1000, b))
+        want = block_ref.prepare_block(last, starts, 1000, b)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     for dtype in DTYPES:
         for k, vocab in ((1, 50), (4, 257), (3, 5000)):
@@ -488,23 +523,94 @@ def test_emulated_block_ops_equal_references(emu_lib):
             logits = wide[:, 1:k]
             if k > 1:
                 logits[0, :, 3] = logits[0].max()  # a tie for the max: first index wins
-            got = K._drafts_to_verify_lib(emu_lib, None, last, logits, starts)
-            for a, b in zip(got, K.drafts_to_verify_reference(last, logits, starts)):
+            got = _in_all_orders(emu_lib, lambda: K._drafts_to_verify_lib(emu_lib, None, last, logits, starts))
+            for a, b in zip(got, drafts_ref(last, logits, starts)):
                 assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("dtype,feat", [(torch.float32, 48), (torch.bfloat16, 40), (torch.float16, 5)])
 def test_emulated_commit_step_equals_reference(emu_lib, dtype, feat):
     state = _commit_inputs(5, 4, feat, 8, dtype, "cpu", seed=feat)
+
+    def commit(*inputs):  # in place: each order gets fresh copies of the inputs
+        inputs = tuple(t.clone() for t in inputs)
+        K._commit_step_lib(emu_lib, None, *inputs)
+        return inputs
+
+    got = _in_all_orders(emu_lib, lambda: commit(*state))
     ref = tuple(t.clone() for t in state)
-    K._commit_step_lib(emu_lib, None, *state)
     book_ref.commit_step(*ref)
-    for a, b in zip(state, ref):
+    for a, b in zip(got, ref):
         assert torch.equal(a, b)
-    tl, want = state[3].clone(), state[3].clone()  # AR: target lengths only
-    K._commit_step_lib(emu_lib, None, state[0], state[1], state[2], tl)
+    tl = _in_all_orders(emu_lib, lambda: commit(state[0], state[1], state[2], state[3]))[3]  # AR: target lengths only
+    want = state[3].clone()
     book_ref.commit_step(state[0], state[1], state[2], want)
     assert torch.equal(tl, want)
+
+
+# block_sum then block_suffix_exclusive on one scratch buffer. prepare_kernel (top-p, first pass) makes the same two
+# calls, but on the same operand, so there a missing barrier lets a warp overwrite scratch with the value a slower
+# warp is about to read anyway: no order can change its output. This probe gives the calls different operands.
+RACE_PROBE = r"""
+#include "../include/dflash_plugins.h"
+#include "common.cuh"
+
+namespace {
+__global__ void sum_then_suffix_kernel(const unsigned long long* a, const unsigned long long* b,
+                                       unsigned long long* sums, unsigned long long* suffix) {
+  __shared__ unsigned long long scratch[32];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const unsigned long long s = dflash::block_sum(a[i], scratch);
+  suffix[i] = dflash::block_suffix_exclusive(b[i], scratch);
+  sums[i] = s;
+}
+}  // namespace
+
+extern "C" DFLASH_API void dflash_probe_sum_then_suffix(const unsigned long long* a, const unsigned long long* b,
+                                                        unsigned long long* sums, unsigned long long* suffix,
+                                                        int blocks, int threads) {
+  DFLASH_LAUNCH(sum_then_suffix_kernel, static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0, nullptr)(
+      a, b, sums, suffix);
+}
+"""
+
+
+def test_emulated_orders_catch_a_missing_barrier(tmp_path):
+    """Without the leading __syncthreads of block_suffix_exclusive, a warp that gets ahead overwrites scratch while
+    slower warps still read the previous call's values there (write-after-read). The forward order runs warps in
+    lock step and misses it; the seeded random orders let a warp run ahead and catch it. With the barrier, every
+    order gives the exact result."""
+    blocks, threads = 4, 512  # prepare_kernel's block size: 16 warps
+    g = torch.Generator().manual_seed(11)
+    a = torch.randint(0, 1 << 20, (blocks, threads), generator=g)
+    b = torch.randint(0, 1 << 20, (blocks, threads), generator=g)
+    want_sums = a.sum(1, keepdim=True).expand(blocks, threads)
+    want_suffix = b.flip(1).cumsum(1).flip(1) - b  # thread t: sum of b over threads t+1..
+    orders = (("forward", 0, 0),) + EMU_ORDERS + tuple((f"random:{s}", 2, s) for s in (4, 5, 6))
+    wrong = {}
+    for variant in ("intact", "patched"):
+        root = tmp_path / variant
+        for d in ("src", "include", "emu"):
+            shutil.copytree(ROOT / "plugins" / d, root / d)
+        if variant == "patched":
+            common = root / "src" / "common.cuh"
+            text = common.read_text()
+            barrier = "  __syncthreads();\n  if (lane == 0) scratch[warp] = incl;"
+            assert text.count(barrier) == 1, "block_suffix_exclusive changed: update the patch"
+            common.write_text(text.replace(barrier, "  if (lane == 0) scratch[warp] = incl;"))
+        (root / "src" / "race_probe.cu").write_text(RACE_PROBE)
+        lib = ctypes.CDLL(str(_emu_compile(root / "src" / "race_probe.cu", root / "libprobe.so")))
+        probe = lib.dflash_probe_sum_then_suffix
+        probe.restype, probe.argtypes = None, [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int]
+        for name, mode, seed in orders:
+            _set_emu_order(lib, mode, seed)
+            sums, suffix = torch.full_like(a, -1), torch.full_like(a, -1)
+            probe(a.data_ptr(), b.data_ptr(), sums.data_ptr(), suffix.data_ptr(), blocks, threads)
+            wrong[variant, name] = int((sums != want_sums).sum() + (suffix != want_suffix).sum())
+    assert all(wrong["intact", name] == 0 for name, _, _ in orders), wrong
+    assert wrong["patched", "forward"] == 0, wrong  # the blind spot of a single fixed order
+    caught = [name for name, mode, _ in orders if mode == 2 and wrong["patched", name] > 0]
+    assert len(caught) >= 3, wrong
 
 
 # ---- GPU: every kernel against its reference ----------------------------------------------------------------------
@@ -683,7 +789,7 @@ def test_gpu_drafts_to_verify(use_lib, n, k, vocab):
         hidden_like = _gpu_logits(n, k + 1, vocab, dtype, seed=n + k + i)
         logits = hidden_like[:, 1:k]  # slots 1..k-1 of a block: a strided view, as the engine slices it
         got = K.drafts_to_verify(last, logits, starts)
-        want = K.drafts_to_verify_reference(last, logits, starts)
+        want = block_ref.drafts_to_verify(last, logits, starts)
         for a, b in zip(got, want):
             assert torch.equal(a, b)
 

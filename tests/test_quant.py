@@ -97,7 +97,7 @@ def test_fp8_drafter_matches_modelopt_fake_quant(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mtq.quantize(engine2.drafter, quant_config(mtq, "fp8", []),
-                     lambda _m: run_prompts(engine2, prompts, 32, block_size=None, desc="", progress=False))
+                     lambda _m: run_prompts(engine2, prompts, 32, verify_len=None, desc="", progress=False))
     # Weights: the export's FP8 codes x scale are ModelOpt's fake-quantized weights, except at rounding ties (the export
     # divides by the stored float32 scale, the fake quant multiplies by 448/amax: one of the 2-layer fixture's 1.6M
     # weights lands a code apart). The reference then takes the export's weights, so the forward below compares the

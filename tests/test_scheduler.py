@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from dflash_trt import RequestError, SamplingParams
-from dflash_trt.engines.scheduler import BatchScheduler
 from dflash_trt.engines.torch_engine import TorchEngine
 
 PAIR = Path(__file__).resolve().parent / "fixtures" / "gsm8k-tiny"
@@ -52,7 +51,7 @@ def _drain(sched, outputs, events=None):
 
 
 def test_joining_mid_run_matches_running_alone(engine, alone):
-    sched = BatchScheduler(engine)
+    sched = engine.new_scheduler()
     out: dict = {}
     sched.add("a", PROMPTS[0], PARAMS[0])
     sched.add("b", PROMPTS[1], PARAMS[1])
@@ -83,7 +82,7 @@ def test_joining_mid_run_matches_running_alone(engine, alone):
 
 
 def test_abort_frees_the_slot_for_the_next_request(engine, alone):
-    sched = BatchScheduler(engine)
+    sched = engine.new_scheduler()
     long = SamplingParams(max_new_tokens=200, ignore_eos=True)
     sched.add("long", PROMPTS[0], long)
     sched.add("b", PROMPTS[1], PARAMS[1])
@@ -117,7 +116,7 @@ def test_continuous_batching_in_generate(engine, alone):
 
 
 def test_add_validates_like_generate(engine):
-    sched = BatchScheduler(engine)
+    sched = engine.new_scheduler()
     with pytest.raises(RequestError, match="prompt is empty"):
         sched.add(1, "", SamplingParams())
     with pytest.raises(RequestError, match="max_seq_len 256"):

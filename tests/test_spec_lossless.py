@@ -15,43 +15,59 @@ import torch
 from scipy import stats as sps
 
 from dflash_trt import SamplingParams
-from dflash_trt.engines import scheduler
 from dflash_trt.engines.torch_engine import TorchEngine
+from dflash_trt.kernels.ops import library_ops, reference_ops
 from dflash_trt.kernels.sample_accept import AcceptResult, sample_accept
 from dflash_trt.spec.sampling import filtered_scores
 
 PROMPTS = [[5, 17, 42, 9, 100, 3, 77], [8], [250, 251, 12, 44], [60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72]]
 
+# The one step, every way it runs: a window of 1 step (host loop) or 4 (device loop), with the torch references or
+# with the CUDA kernels' own code under CPU emulation.
+STEP_VARIANTS = {"window1-ref": (1, "reference"), "window4-ref": (4, "reference"),
+                 "window1-emu": (1, "emulated"), "window4-emu": (4, "emulated")}
 
-class OracleEngine(TorchEngine):
-    """Runs the real drafter (so its cache bookkeeping is exercised) but proposes the true AR continuation, each draft
-    corrupted with probability `corrupt` — a drafter with known, ragged acceptance."""
 
-    def __init__(self, *args, continuations: list[list[int]], corrupt: float, seed: int = 0, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.continuations, self.corrupt = continuations, corrupt
-        self.rng = np.random.default_rng(seed)
+@pytest.fixture(scope="module", params=list(STEP_VARIANTS))
+def step_variant(request):
+    window, kind = STEP_VARIANTS[request.param]
+    if kind == "emulated":
+        return window, library_ops(request.getfixturevalue("emu_lib"))
+    return window, reference_ops()
 
-    def _draft(self, act, last_act, starts, k, context, counts, max_length):
-        drafts = super()._draft(act, last_act, starts, k, context, counts, max_length).clone()
-        vocab = self.target.cfg.vocab_size
-        for row, slot in enumerate(act.tolist()):
-            full = self.continuations[slot]
+
+def make_oracle(engine: TorchEngine, continuations: list[list[int]], corrupt: float, seed: int = 0) -> TorchEngine:
+    """The engine's drafter still runs (so its cache bookkeeping is exercised), but the drafts become the true AR
+    continuation, each corrupted with probability `corrupt` — a drafter with known, ragged acceptance."""
+    step = engine.step_runner
+    real = step.draft
+    rng = np.random.default_rng(seed)
+    vocab = engine.target.cfg.vocab_size
+
+    def draft(rows, last, starts, counts, k, upto):
+        verify_ids, drafts = real(rows, last, starts, counts, k, upto)
+        drafts = drafts.clone()
+        for row, slot in enumerate(rows.tolist()):
+            full = continuations[slot]
             for j in range(k - 1):
                 pos = int(starts[row]) + 1 + j
                 truth = full[pos] if pos < len(full) else 0
-                wrong = self.rng.random() < self.corrupt
-                drafts[row, j] = (truth + 1 + int(self.rng.integers(vocab - 1))) % vocab if wrong else truth
-        return drafts
+                wrong = rng.random() < corrupt
+                drafts[row, j] = (truth + 1 + int(rng.integers(vocab - 1))) % vocab if wrong else truth
+        return torch.cat([last[:, None], drafts], dim=1), drafts
+
+    step.draft = draft
+    return engine
 
 
-def _engine(pair, cls=TorchEngine, **kwargs):
+def _engine(pair, variant, continuations=None, corrupt=0.0, ops=None):
+    """A fresh engine on the pair, running the step as `variant` says; with `continuations`, an oracle drafter."""
     target_dir, drafter_dir = pair
-    base = TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=16,
-                                       max_seq_len=256)
-    if cls is TorchEngine:
-        return base
-    return cls(base.target, base.drafter, None, max_batch_size=16, max_seq_len=256, **kwargs)
+    window, variant_ops = variant
+    engine = TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=16,
+                                         max_seq_len=256, decode_loop="device" if window > 1 else "host",
+                                         steps_per_sync=window, ops=ops or variant_ops)
+    return make_oracle(engine, continuations, corrupt) if continuations is not None else engine
 
 
 def _full_sequences(prompts, results):
@@ -64,28 +80,31 @@ def family_pair(request, make_pair):
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-@pytest.mark.parametrize("block_size", [2, 4, 8, 16])
-def test_greedy_spec_equals_ar(family_pair, batch, block_size):
-    engine = _engine(family_pair)
+@pytest.mark.parametrize("verify_len", [2, 4, 8, 16])
+def test_greedy_spec_equals_ar(family_pair, step_variant, batch, verify_len):
+    engine = _engine(family_pair, step_variant)
     prompts = PROMPTS[:batch]
     params = SamplingParams(max_new_tokens=40, ignore_eos=True)
     ar = engine.generate(prompts, params, use_drafter=False)
-    spec = engine.generate(prompts, params, block_size=block_size)
+    spec = engine.generate(prompts, params, verify_len=verify_len)
     for a, s in zip(ar, spec):
         assert s.token_ids == a.token_ids
         assert len(s.token_ids) == 40 and s.finish_reason == "length"
-        assert all(1 <= t <= block_size for t in s.stats.taus)
+        assert all(1 <= t <= verify_len for t in s.stats.taus)
 
     # Oracle drafts: ragged acceptance across the batch, including fully accepted blocks.
-    oracle = _engine(family_pair, OracleEngine, continuations=_full_sequences(prompts, ar), corrupt=0.15)
-    spec = oracle.generate(prompts, params, block_size=block_size)
+    oracle = _engine(family_pair, step_variant, _full_sequences(prompts, ar), corrupt=0.15)
+    spec = oracle.generate(prompts, params, verify_len=verify_len)
     taus = [t for s in spec for t in s.stats.taus]
     for a, s in zip(ar, spec):
         assert s.token_ids == a.token_ids
-    assert max(taus) == block_size and np.mean(taus) > 1.5
+    assert max(taus) == verify_len and np.mean(taus) > 1.5
     if batch > 1:  # different sequences accepted different lengths in the same step at least once
         per_step = [s.stats.taus for s in spec]
         assert any(len({steps[i] for steps in per_step if i < len(steps)}) > 1 for i in range(10))
+
+
+STEP_VARIANTS_REF = (1, reference_ops())
 
 
 def _teacher_forced_margins(engine, sequence: list[int], prompt_len: int) -> list[float]:
@@ -103,12 +122,13 @@ def test_greedy_spec_equals_ar_bfloat16(make_pair):
     a tie. The test demands that spec and AR agree until the first divergence, that a divergence happens only where the
     target's top-2 logits are within a few bf16 ulps (gap < 0.1), and that most tokens were compared."""
     pair = make_pair(family="qwen3", dtype="bfloat16")
-    engine = _engine(pair)
+    variant = STEP_VARIANTS_REF
+    engine = _engine(pair, variant)
     params = SamplingParams(max_new_tokens=24, ignore_eos=True)
     ar = engine.generate(PROMPTS, params, use_drafter=False)
-    oracle = _engine(pair, OracleEngine, continuations=_full_sequences(PROMPTS, ar), corrupt=0.2)
+    oracle = _engine(pair, variant, _full_sequences(PROMPTS, ar), corrupt=0.2)
     assert oracle.target.lm_head.weight.dtype == torch.bfloat16
-    spec = oracle.generate(PROMPTS, params, block_size=8)
+    spec = oracle.generate(PROMPTS, params, verify_len=8)
     checked = 0
     for prompt, a, s in zip(PROMPTS, ar, spec):
         margins = _teacher_forced_margins(engine, list(prompt) + a.token_ids, len(prompt))
@@ -119,34 +139,34 @@ def test_greedy_spec_equals_ar_bfloat16(make_pair):
     assert checked >= len(PROMPTS) * 24 // 2  # most of the tokens were compared
 
 
-@pytest.mark.parametrize("block_size", [4, 16])
-def test_stop_token_inside_accepted_block(family_pair, block_size):
-    engine = _engine(family_pair)
+@pytest.mark.parametrize("verify_len", [4, 16])
+def test_stop_token_inside_accepted_block(family_pair, step_variant, verify_len):
+    engine = _engine(family_pair, step_variant)
     free = engine.generate(PROMPTS, SamplingParams(max_new_tokens=30, ignore_eos=True), use_drafter=False)
     # Stop tokens chosen from the middle of each AR continuation, so a stop lands inside an accepted block.
     stops = tuple(sorted({r.token_ids[7] for r in free}))
     params = SamplingParams(max_new_tokens=30, ignore_eos=True, stop_token_ids=stops)
     ar = engine.generate(PROMPTS, params, use_drafter=False)
-    oracle = _engine(family_pair, OracleEngine, continuations=_full_sequences(PROMPTS, free), corrupt=0.0)
-    events = list(oracle.stream(PROMPTS, params, block_size=block_size))
-    spec = oracle.generate(PROMPTS, params, block_size=block_size)
+    oracle = _engine(family_pair, step_variant, _full_sequences(PROMPTS, free), corrupt=0.0)
+    events = list(oracle.stream(PROMPTS, params, verify_len=verify_len))
+    spec = oracle.generate(PROMPTS, params, verify_len=verify_len)
     for a, s in zip(ar, spec):
         assert s.token_ids == a.token_ids
         assert s.finish_reason == a.finish_reason == "stop"
         assert s.token_ids[-1] in stops and not set(s.token_ids[:-1]) & set(stops)
-    # The step that hit the stop had accepted past it (perfect drafts) and emitted fewer tokens than it accepted.
-    last_emitted = {e.index: len(e.token_ids) for e in events if e.finished}
-    cut_inside = [last_emitted[i] < spec[i].stats.taus[-1] for i in range(len(PROMPTS)) if spec[i].stats.taus]
+    # The step that hit the stop had accepted past it (perfect drafts) and emitted fewer tokens than it accepted:
+    # the tokens emitted over all steps are fewer than the steps' τ summed.
+    cut_inside = [len(s.token_ids) - 1 < sum(s.stats.taus) for s in spec if s.stats.taus]
     assert any(cut_inside)
     # Streamed tokens concatenate to the final result.
     for i, s in enumerate(spec):
         assert [t for e in events if e.index == i for t in e.token_ids] == s.token_ids
 
 
-def test_eos_from_config_stops_generation(make_pair):
+def test_eos_from_config_stops_generation(make_pair, step_variant):
     """EOS comes from config.json (eos_token_id = 0 for token-id pairs) unless ignore_eos."""
     pair = make_pair(family="qwen3", vocab_size=4, seed=3)  # tiny vocab: EOS appears quickly
-    engine = _engine(pair)
+    engine = _engine(pair, step_variant)
     ar = engine.generate([[1, 2, 3]] * 4, [SamplingParams(max_new_tokens=64, temperature=1.0, seed=s) for s in range(4)],
                          use_drafter=False)
     spec = engine.generate([[1, 2, 3]] * 4, [SamplingParams(max_new_tokens=64, temperature=1.0, seed=s) for s in range(4)])
@@ -156,25 +176,25 @@ def test_eos_from_config_stops_generation(make_pair):
 
 
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 5, 17])
-def test_max_new_tokens_cut_inside_block(family_pair, max_new_tokens):
-    engine = _engine(family_pair)
+def test_max_new_tokens_cut_inside_block(family_pair, step_variant, max_new_tokens):
+    engine = _engine(family_pair, step_variant)
     params = SamplingParams(max_new_tokens=max_new_tokens, ignore_eos=True)
     ar = engine.generate(PROMPTS, params, use_drafter=False)
-    oracle = _engine(family_pair, OracleEngine, continuations=_full_sequences(PROMPTS, ar) , corrupt=0.0)
-    spec = oracle.generate(PROMPTS, params, block_size=16)
+    oracle = _engine(family_pair, step_variant, _full_sequences(PROMPTS, ar), corrupt=0.0)
+    spec = oracle.generate(PROMPTS, params, verify_len=16)
     for a, s in zip(ar, spec):
         assert s.token_ids == a.token_ids and len(s.token_ids) == max_new_tokens
 
 
-@pytest.mark.parametrize("block_size", [2, 8, 16])
-def test_sampling_same_seed_spec_equals_ar(family_pair, block_size):
+@pytest.mark.parametrize("verify_len", [2, 8, 16])
+def test_sampling_same_seed_spec_equals_ar(family_pair, step_variant, verify_len):
     """Counter-based sampling: for the same seed, spec emits exactly the AR samples (not only the same distribution)."""
-    engine = _engine(family_pair)
+    engine = _engine(family_pair, step_variant)
     params = [SamplingParams(max_new_tokens=32, temperature=t, top_k=k, top_p=p, seed=s, ignore_eos=True)
               for s, (t, k, p) in enumerate([(1.0, 0, 1.0), (0.7, 20, 1.0), (1.3, 0, 0.9), (0.0, 0, 1.0)])]
     ar = engine.generate(PROMPTS, params, use_drafter=False)
-    oracle = _engine(family_pair, OracleEngine, continuations=_full_sequences(PROMPTS, ar), corrupt=0.25)
-    spec = oracle.generate(PROMPTS, params, block_size=block_size)
+    oracle = _engine(family_pair, step_variant, _full_sequences(PROMPTS, ar), corrupt=0.25)
+    spec = oracle.generate(PROMPTS, params, verify_len=verify_len)
     assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
     again = engine.generate(PROMPTS, params, use_drafter=False)
     assert [r.token_ids for r in again] == [a.token_ids for a in ar]  # reproducible per seed
@@ -223,9 +243,9 @@ def _chi_square_pvalue(tokens: np.ndarray, joint: np.ndarray) -> float:
     return min(pvals)
 
 
-def _sample_tokens(engine, params: SamplingParams, use_drafter: bool, block_size: int = 8) -> np.ndarray:
+def _sample_tokens(engine, params: SamplingParams, use_drafter: bool, verify_len: int = 8) -> np.ndarray:
     plist = [SamplingParams(**{**params.__dict__, "seed": 10_000 + s}) for s in range(SAMPLES)]
-    results = engine.generate([PROMPT] * SAMPLES, plist, block_size=block_size if use_drafter else None,
+    results = engine.generate([PROMPT] * SAMPLES, plist, verify_len=verify_len if use_drafter else None,
                               use_drafter=use_drafter)
     return np.array([r.token_ids[:3] for r in results])
 
@@ -248,11 +268,16 @@ def _wrong_rule(p_accept: float):
     return rule
 
 
-@pytest.fixture(scope="module")
-def small_vocab_engine(make_pair):
+@pytest.fixture(scope="module", params=[1, 4], ids=["window1-ref", "window4-ref"])
+def small_vocab_engine(make_pair, request):
+    """The distribution tests draw 6000 samples per mode: through the torch references only (the emulated kernels run
+    every CUDA thread as a fiber; test_kernels.py shows they draw the references' samples bit for bit, and the
+    same-seed tests here run the whole step through them)."""
     target_dir, drafter_dir = make_pair(family="qwen3", vocab_size=VOCAB, seed=7)
-    return TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False,
-                                       max_batch_size=2000, max_seq_len=32)
+    window, ops = request.param, reference_ops()
+    return TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=2000,
+                                       max_seq_len=32, decode_loop="device" if window > 1 else "host",
+                                       steps_per_sync=window, ops=ops)
 
 
 @pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=3, temperature=1.0, ignore_eos=True),
@@ -266,18 +291,21 @@ def test_sampling_matches_target_distribution(small_vocab_engine, params):
     assert _chi_square_pvalue(spec, joint) > 1e-3  # and speculation does not change the distribution
 
 
-def test_sampling_test_rejects_wrong_acceptance_rule(small_vocab_engine, monkeypatch):
+def test_sampling_test_rejects_wrong_acceptance_rule(make_pair):
+    """The negative control: the same test, with a lossy acceptance rule in the step's ops table, must fail."""
     params = SamplingParams(max_new_tokens=3, temperature=1.0, ignore_eos=True)
-    joint = _exact_joint(small_vocab_engine, params)
-    monkeypatch.setattr(scheduler, "sample_accept", _wrong_rule(0.1))  # the step loop lives in the scheduler
-    spec = _sample_tokens(small_vocab_engine, params, use_drafter=True)
+    target_dir, drafter_dir = make_pair(family="qwen3", vocab_size=VOCAB, seed=7)
+    wrong = TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=2000,
+                                        max_seq_len=32, ops=reference_ops()._replace(sample_accept=_wrong_rule(0.1)))
+    joint = _exact_joint(wrong, params)
+    spec = _sample_tokens(wrong, params, use_drafter=True)
     assert _chi_square_pvalue(spec, joint) < 1e-6
 
 
 def test_bad_requests_are_clear(make_pair):
     from dflash_trt.errors import RequestError
 
-    engine = _engine(make_pair(family="qwen3"))
+    engine = _engine(make_pair(family="qwen3"), STEP_VARIANTS_REF)
     cases = [
         (dict(prompts=[[1, 2]], params=SamplingParams(temperature=-1)), "temperature"),
         (dict(prompts=[[1, 2]], params=SamplingParams(top_p=0.0)), "top_p"),
@@ -286,8 +314,9 @@ def test_bad_requests_are_clear(make_pair):
         (dict(prompts=[[1, 2]], params=SamplingParams(max_new_tokens=1000)), "max_seq_len"),
         (dict(prompts=[[]]), "empty"),
         (dict(prompts=[[1, 10**6]]), "vocabulary"),
-        (dict(prompts=[[1, 2]], block_size=17), "block_size"),
-        (dict(prompts=[[1, 2]], block_size=1), "block_size"),
+        (dict(prompts=[[1, 2]], verify_len=17), "verify_len"),
+        (dict(prompts=[[1, 2]], verify_len=1), "verify_len"),
+        (dict(prompts=[[1, 2]], verify_len=4, block_size=8), "disagree"),
         (dict(prompts=["text without tokenizer"]), "tokenizer"),
         (dict(prompts=[[1], [2]], params=[SamplingParams()]), "SamplingParams"),
     ]

@@ -1,7 +1,7 @@
-"""The device-side decode loop (engines/device_loop.py) against the host loop and against AR: token for token, greedy
-and sampled, with in-flight joins, padding to batch buckets, stop tokens and budgets inside a window, and aborts.
-On CPU the step runs the torch references eagerly; on a GPU (marked `gpu`) the same step runs the plugin kernels and
-is replayed from CUDA graphs."""
+"""The one step (spec/step.py) run as windows of N steps (the device loop) against windows of one step (the host loop)
+and against AR: token for token, greedy and sampled, with in-flight joins, stop tokens and budgets inside a window,
+and aborts. On CPU the step runs eagerly (the references, or the kernels under emulation in test_spec_lossless.py); on
+a GPU (marked `gpu`) it runs the plugin kernels and is replayed from CUDA graphs, padded to batch buckets."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from dflash_trt.engines.device_loop import DeviceLoopScheduler, bucket_sizes, length_bucket
+from dflash_trt.engines.requests import MAX_STOP_IDS
 from dflash_trt.engines.torch_engine import TorchEngine
-from dflash_trt.errors import ConfigError
+from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.spec.sampling import SamplingParams
+from dflash_trt.spec.step import bucket_sizes, length_bucket
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT / "tests/fixtures/gsm8k-tiny"
@@ -43,8 +44,8 @@ def test_buckets():
     (3, SamplingParams(max_new_tokens=48, temperature=0.8, top_k=40, top_p=0.9, seed=11)),   # sampled
 ], ids=["greedy-1", "greedy-4", "budget-3", "sampled-3"])
 def test_device_loop_equals_host_loop_and_ar(engines, steps, params):
-    """7 prompts through 4 slots (requests join as others finish; 3 active pads to the bucket of 4): the device loop
-    gives the host loop's tokens, finish reasons and per-step τ, and the tokens are AR's."""
+    """7 prompts through 4 slots (requests join as others finish): the device loop gives the host loop's tokens,
+    finish reasons and per-step τ, and the tokens are AR's."""
     host, dev = engines("host"), engines("device", steps)
     want, got = host.generate(PROMPTS, params), dev.generate(PROMPTS, params)
     ar = host.generate(PROMPTS, params, use_drafter=False)
@@ -54,14 +55,14 @@ def test_device_loop_equals_host_loop_and_ar(engines, steps, params):
     assert any(t > 1 for r in got for t in r.stats.taus)
 
 
-@pytest.mark.parametrize("block_size", [2, 5])
-def test_device_loop_smaller_verify_block(engines, block_size):
+@pytest.mark.parametrize("verify_len", [2, 5])
+def test_device_loop_smaller_verify_len(engines, verify_len):
     host, dev = engines("host"), engines("device", 4)
     params = SamplingParams(max_new_tokens=40)
-    want = host.generate(PROMPTS[:3], params, block_size=block_size)
-    got = dev.generate(PROMPTS[:3], params, block_size=block_size)
+    want = host.generate(PROMPTS[:3], params, verify_len=verify_len)
+    got = dev.generate(PROMPTS[:3], params, verify_len=verify_len)
     assert [r.token_ids for r in got] == [r.token_ids for r in want]
-    assert all(1 <= t <= block_size for r in got for t in r.stats.taus)
+    assert all(1 <= t <= verify_len for r in got for t in r.stats.taus)
 
 
 def test_device_loop_ar_mode(engines):
@@ -74,7 +75,7 @@ def test_device_loop_ar_mode(engines):
 def test_abort_and_join_between_windows(engines):
     dev = engines("device", 2)
     sched = dev.new_scheduler()
-    assert isinstance(sched, DeviceLoopScheduler)
+    assert sched.steps_per_sync == 2
     params = SamplingParams(max_new_tokens=64, ignore_eos=True)
     for i in range(3):
         sched.add(i, PROMPTS[i], params)
@@ -95,7 +96,22 @@ def test_device_loop_config_errors(engines):
     with pytest.raises(ConfigError, match="decode_loop must be"):
         TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", decode_loop="gpu")
     with pytest.raises(ConfigError, match="steps_per_sync must be an integer >= 1"):
-        DeviceLoopScheduler(engines("host"), steps_per_sync=0)
+        engines("device", 0)
+    with pytest.raises(ConfigError, match=r"steps_per_sync must be an integer in 1\.\.3"):
+        engines("device", 3).new_scheduler(steps_per_sync=4)  # windows longer than the step's buffers
+
+
+def test_one_step_object_and_fixed_stop_buffer(engines):
+    """One SpecStep per engine, made once: a scheduler or generate() call reuses it (its buffers and graph cache); the
+    stop-id buffer has a fixed width and a request over it is refused by name."""
+    e = engines("device", 2)
+    step = e.step_runner
+    stop_buffer = step.stop_ids
+    e.generate(PROMPTS[:2], SamplingParams(max_new_tokens=8, stop_token_ids=tuple(range(2, 2 + MAX_STOP_IDS - 1))))
+    e.new_scheduler()
+    assert e.step_runner is step and step.stop_ids is stop_buffer and stop_buffer.shape[1] == MAX_STOP_IDS
+    with pytest.raises(RequestError, match=f"more than the {MAX_STOP_IDS}"):
+        e.generate(PROMPTS[:1], SamplingParams(max_new_tokens=8, stop_token_ids=tuple(range(2, 3 + MAX_STOP_IDS))))
 
 
 @pytest.mark.gpu
@@ -114,9 +130,9 @@ def test_cuda_graph_loop_matches_ar_on_gpu(dtype):
     dev = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", decode_loop="device", steps_per_sync=4, **make)
     params = SamplingParams(max_new_tokens=64)
     ar = host.generate(PROMPTS, params, use_drafter=False)
-    sched = dev.new_scheduler()
-    assert sched.cuda_graphs and sched.kernels
+    assert dev.step_runner.cuda_graphs and dev.step_runner.ops.name == "cuda"
     got = dev.generate(PROMPTS, params)
+    assert dev.step_runner.graph_replays > 0
     if dtype == "float32":
         assert [r.token_ids for r in got] == [r.token_ids for r in ar]
     else:  # bf16: verify-width rounding may split a near-tie late (README "Numerics")

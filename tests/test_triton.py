@@ -8,7 +8,6 @@ outputs compared with direct `TorchEngine.generate`.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -205,6 +204,37 @@ def test_bad_request_gets_an_error_and_the_server_keeps_serving(server, engine, 
             http_generate(server["http"], prompt, **kwargs)
 
 
+def test_a_bad_seed_or_field_fails_only_its_own_request(server, engine):
+    """A UINT64 seed past 2^63 - 1 (legal for the input's type) and a misspelled field each fail their own request
+    with one message; the requests sharing the batch finish with their own outputs."""
+    want = {i: _direct(engine, QUESTIONS[i], 24).token_ids for i in (8, 9)}
+    results: dict = {}
+    errors: dict = {}
+
+    def client(i, **kw):
+        s = GrpcStream(server["grpc"])
+        try:
+            results[i] = s.generate(QUESTIONS[i], max_tokens=24, timeout=120, **kw)
+        except ServerError as err:
+            errors[i] = str(err)
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=client, args=(8,)),
+               threading.Thread(target=client, args=(10,), kwargs={"seed": 2**63 + 5, "temperature": 0.7}),
+               threading.Thread(target=client, args=(9,))]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join(timeout=180)
+    assert set(errors) == {10} and "seed must be None or an integer in 0..9223372036854775807" in errors[10]
+    assert results[8].token_ids == want[8] and results[9].token_ids == want[9]
+    with pytest.raises(ServerError, match="unknown field.*sampling_param_max_token: this model's inputs are"):
+        http_generate(server["http"], QUESTIONS[3], max_token=8)
+    assert http_generate(server["http"], QUESTIONS[3], max_tokens=8).token_ids == _direct(engine, QUESTIONS[3], 8).token_ids
+
+
 def test_cancelled_stream_stops_and_frees_its_slot(server, engine):
     budget = MAX_SEQ - len(engine.tokenizer(QUESTIONS[4], add_special_tokens=False)["input_ids"])
     stream = GrpcStream(server["grpc"])
@@ -237,18 +267,18 @@ def test_serve_from_engine_dir_manifest(tmp_path, engine):
             (d / "drafter" / f.name).write_bytes(f.read_bytes())
     manifest = {"format": "dflash-trt-engine", "format_version": 1, "backend": "torch",
                 "target": {"path": str(PAIR / "target")}, "drafter": {"path": "drafter"},
-                "runtime": {"device": "cpu", "dtype": "float32", "max_batch_size": 2, "max_seq_len": 256, "block_size": 8},
+                "runtime": {"device": "cpu", "dtype": "float32", "max_batch_size": 2, "max_seq_len": 256, "verify_len": 8},
                 "triton": {"model_repository": "triton/model_repository", "model_name": "dflash"}}
     (d / "manifest.json").write_text(json.dumps(manifest))
     write_model_repository(d / "triton" / "model_repository", target=PAIR / "target", drafter=d / "drafter",
-                           max_batch_size=2, max_seq_len=256, device="cpu", dtype="float32", block_size=8)
+                           max_batch_size=2, max_seq_len=256, device="cpu", dtype="float32", verify_len=8)
     log = tmp_path / "server.log"
     proc, http, _ = _start_cli(["--engine-dir", str(d), "--torch-threads", "1"], log)
     try:
         got = http_generate(http, QUESTIONS[6], max_tokens=16)
-        want = engine.generate([QUESTIONS[6]], SamplingParams(max_new_tokens=16), block_size=8)[0]
+        want = engine.generate([QUESTIONS[6]], SamplingParams(max_new_tokens=16), verify_len=8)[0]
         assert got.token_ids == want.token_ids
-        assert got.stats["total_draft_tokens"] == 7 * len(want.stats.taus)  # block_size 8 from the manifest
+        assert got.stats["total_draft_tokens"] == 7 * len(want.stats.taus)  # verify_len 8 from the manifest
         with pytest.raises(ServerError, match="max_seq_len 256"):  # the manifest's, not the default
             http_generate(http, "word " * 300, max_tokens=16)
     finally:
@@ -283,6 +313,55 @@ def test_serve_built_engine_dir(tmp_path, engine):
     assert f"drafter={moved / 'drafter'}" in log.read_text()  # resolved against the moved model directory
 
 
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_sigkilled_serve_takes_tritonserver_with_it(tmp_path):
+    """`kill -9` of dflash-trt serve: tritonserver (and its backend stubs) stop answering and exit; the next serve
+    removes the temporary model repository the killed one left."""
+    import tempfile
+
+    from dflash_trt.serve.cli import TEMP_REPOSITORY_PREFIX
+    from dflash_trt.tempdirs import remove_stale
+
+    log = tmp_path / "server.log"
+    proc, http, _ = _start_cli(["--target", str(PAIR / "target"), "--drafter", str(PAIR / "drafter"),
+                                "--max-batch-size", "1", "--max-seq-len", "128", "--device", "cpu",
+                                "--torch-threads", "1"], log)
+    servers = _children(proc.pid)
+    assert servers, "tritonserver is a child of dflash-trt serve"
+    family = servers + [k for s in servers for k in _children(s)]  # tritonserver and its Python backend stubs
+    leftovers = list(Path(tempfile.gettempdir()).glob(f"{TEMP_REPOSITORY_PREFIX}{proc.pid}-*"))
+    assert leftovers
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_running(p) for p in family):
+        time.sleep(0.2)
+    assert not any(_running(p) for p in family), [p for p in family if _running(p)]
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://{http}/v2/health/ready", timeout=2)
+    removed = remove_stale(tempfile.gettempdir(), TEMP_REPOSITORY_PREFIX)
+    assert set(leftovers) <= set(removed) and not any(p.exists() for p in leftovers)
+
+
 def test_serve_errors_are_one_line(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "dflash_trt", "serve", *args], capture_output=True, text=True,
@@ -303,14 +382,14 @@ def test_write_model_repository(tmp_path):
     from dflash_trt.errors import ConfigError
 
     repo = write_model_repository(tmp_path / "repo", target=PAIR / "target", drafter=PAIR / "drafter", max_batch_size=4,
-                                  max_seq_len=512, device="auto", dtype="bfloat16", block_size=8)
+                                  max_seq_len=512, device="auto", dtype="bfloat16", verify_len=8)
     write_model_repository(repo, target=PAIR / "target", drafter=None, speculative=False, model_name="ar")
     assert sorted(p.name for p in repo.iterdir()) == ["ar", "dflash"]  # side by side, nothing else in the repository
     config = (repo / "dflash" / "config.pbtxt").read_text()
     assert (repo / "dflash" / "1" / "model.py").read_text().count("class TritonPythonModel") == 1
     for line in ('backend: "python"', "decoupled: true", "max_batch_size: 0", "kind: KIND_CPU",
                  f'key: "drafter" value: {{ string_value: "{(PAIR / "drafter").resolve()}" }}',
-                 'key: "max_batch_size" value: { string_value: "4" }', 'key: "block_size" value: { string_value: "8" }',
+                 'key: "max_batch_size" value: { string_value: "4" }', 'key: "verify_len" value: { string_value: "8" }',
                  'key: "device" value: { string_value: "auto" }', 'key: "dtype" value: { string_value: "bfloat16" }',
                  'name: "text_input" data_type: TYPE_STRING', 'name: "sampling_param_max_tokens" data_type: TYPE_INT32',
                  'name: "total_accepted_draft_tokens" data_type: TYPE_INT32'):

@@ -134,7 +134,7 @@ def check_class(values: dict, cls: str, where: str = "") -> list[str]:
 
 def _options(**over):
     kw = dict(target_dir="/models/target", drafter_dir="/engines/e/drafter", max_batch_size=8, max_seq_len=2048,
-              block_size=16, cuda_graph_batch_sizes=[1, 2, 4, 8], kv_cache_free_gpu_memory_fraction=0.9,
+              verify_len=16, cuda_graph_batch_sizes=[1, 2, 4, 8], kv_cache_free_gpu_memory_fraction=0.9,
               tensor_parallel_size=1, dtype="bfloat16", mask_token_id=151669, target_layer_ids=[1, 9, 17, 25, 33])
     kw.update(over)
     return opt.llm_api_options(**kw)
@@ -226,8 +226,8 @@ def test_checker_rejects_wrong_names_and_types():
     {},
     {"drafter_dir": None},                           # plain AR
     {"cuda_graph_batch_sizes": []},                  # CUDA graphs off
-    {"block_size": 2, "dtype": "auto", "tensor_parallel_size": 2, "mask_token_id": None, "target_layer_ids": None},
-    {"max_batch_size": 64, "block_size": 10, "cuda_graph_batch_sizes": [64, 1, 8, 8], "kv_cache_free_gpu_memory_fraction": 1},
+    {"verify_len": 2, "dtype": "auto", "tensor_parallel_size": 2, "mask_token_id": None, "target_layer_ids": None},
+    {"max_batch_size": 64, "verify_len": 10, "cuda_graph_batch_sizes": [64, 1, 8, 8], "kv_cache_free_gpu_memory_fraction": 1},
 ])
 def test_options_use_only_trtllm_fields_with_right_types(over):
     options = _options(**over)
@@ -260,7 +260,7 @@ def test_options_values():
 @pytest.mark.parametrize("over, field", [
     ({"dtype": "float32"}, "runtime.dtype"),
     ({"dtype": "fp8"}, "runtime.dtype"),
-    ({"block_size": 1}, "runtime.block_size"),
+    ({"verify_len": 1}, "runtime.verify_len"),
     ({"max_batch_size": 0}, "runtime.max_batch_size"),
     ({"kv_cache_free_gpu_memory_fraction": 0}, "runtime.kv_cache_free_gpu_memory_fraction"),
     ({"kv_cache_free_gpu_memory_fraction": 1.2}, "runtime.kv_cache_free_gpu_memory_fraction"),
@@ -395,12 +395,12 @@ def test_sampling_kwargs_are_trtllm_sampling_params_fields():
 
 
 def test_stats_from_streamed_deltas():
-    stats, per_step = stats_from_deltas([1, 4, 0, 1, 16, 3], block_size=16)
+    stats, per_step = stats_from_deltas([1, 4, 0, 1, 16, 3], verify_len=16)
     assert per_step and stats.taus == [4, 1, 16, 3] and stats.new_tokens == 25
     assert stats.mean_tau == 6.0 and stats.histogram[3] == 1 and stats.histogram[15] == 1
-    coalesced, per_step = stats_from_deltas([1, 20, 5], block_size=16)
+    coalesced, per_step = stats_from_deltas([1, 20, 5], verify_len=16)
     assert not per_step and coalesced.taus == [] and coalesced.new_tokens == 26
-    ar, _ = stats_from_deltas([1, 1, 1, 1], block_size=1)
+    ar, _ = stats_from_deltas([1, 1, 1, 1], verify_len=1)
     assert ar.taus == [1, 1, 1] and ar.mean_tau == 1.0
 
 
@@ -412,13 +412,13 @@ def _engine_dir(root: Path, target: Path, drafter: Path, **manifest_over) -> Pat
     (e / "trtllm").mkdir(parents=True)
     dcfg = ckpt.load_drafter_config(drafter)
     options = opt.llm_api_options(target_dir=target, drafter_dir=drafter, max_batch_size=4, max_seq_len=256,
-                                  block_size=dcfg.block_size, cuda_graph_batch_sizes=[1, 2, 4],
+                                  verify_len=dcfg.block_size, cuda_graph_batch_sizes=[1, 2, 4],
                                   kv_cache_free_gpu_memory_fraction=0.5, tensor_parallel_size=1, dtype="bfloat16",
                                   mask_token_id=dcfg.mask_token_id, target_layer_ids=dcfg.target_layer_ids)
     opt.write_llm_api_options(e / "trtllm" / opt.LLM_API_OPTIONS_NAME, options)
     manifest = {"format": "dflash-trt-engine", "format_version": 1, "backend": "trtllm",
                 "target": {"path": str(target)}, "drafter": {"path": str(drafter), "quantization": "none"},
-                "runtime": {"block_size": dcfg.block_size},
+                "runtime": {"verify_len": dcfg.block_size},
                 "trtllm": {"llm_api_options": "trtllm/llm_api_options.yaml"}}
     manifest.update(manifest_over)
     (e / "manifest.json").write_text(json.dumps(manifest))
@@ -428,7 +428,7 @@ def _engine_dir(root: Path, target: Path, drafter: Path, **manifest_over) -> Pat
 def test_engine_dir_reading(tmp_path, make_pair):
     target, drafter = make_pair()
     ed = EngineDir.load(_engine_dir(tmp_path, Path(target), Path(drafter)))
-    assert ed.block_size == ckpt.load_drafter_config(drafter).block_size and ed.quantization == "none"
+    assert ed.verify_len == ckpt.load_drafter_config(drafter).block_size and ed.quantization == "none"
     assert ed.options["speculative_config"]["speculative_model"] == str(Path(drafter).absolute())
     with pytest.raises(ConfigError, match="not a directory"):
         EngineDir.load(tmp_path / "nowhere")
@@ -470,5 +470,5 @@ def test_real_engine_matches_torch_engine_greedy(tmp_path, make_pair):
     for r, o in zip(ref, out):
         # bf16: verify-K and one-token matmuls round differently, so allow a late parting at a near-tie (README)
         assert o.token_ids[:8] == r.token_ids[:8] and len(o.token_ids) == len(r.token_ids)
-        assert o.trtllm_metrics["per_step"] and all(1 <= t <= engine.block_size for t in o.stats.taus)
+        assert o.trtllm_metrics["per_step"] and all(1 <= t <= engine.verify_len for t in o.stats.taus)
         assert sum(o.stats.taus) + 1 >= len(o.token_ids)

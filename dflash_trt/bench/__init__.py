@@ -1,8 +1,11 @@
-"""`dflash-trt bench`: DFlash vs AR on prompt sets (τ, acceptance, decode speedup, losslessness).
+"""`dflash-trt bench`: DFlash vs AR on prompt sets (τ, acceptance, decode speedup, losslessness), and transformers'
+own generate on the target as a baseline (greedy, torch backend).
 
 datasets.py  FastChat JSONL prompt sets, chat-template formatting, left truncation
-metrics.py   pure arithmetic: TPOT, tokens/s, speedup, efficiency, pooled τ statistics, output comparison
-runner.py    drives the torch engine (AR and spec on the same batches), writes report.json, terminal table
+metrics.py   pure arithmetic: TPOT, tokens/s (decode-only and end-to-end), speedups, efficiency, pooled τ statistics,
+             output comparison
+runner.py    drives the engine (AR and spec on the same batches, transformers one prompt at a time), writes
+             report.json, terminal table
 plots.py     acceptance-per-position and τ-histogram PNGs
 cli.py       add_bench_parser(subparsers) for dflash_trt/cli.py
 """

@@ -7,7 +7,12 @@ Conventions
 * Decode-only TPOT = sum of batch decode_s / sum of decode tokens; tokens/s = 1 / TPOT.
 * speedup = TPOT_AR / TPOT_spec (same batches, same outputs when lossless); efficiency = speedup / mean τ
   (1.0 would mean a spec step costs no more than one AR step).
-* τ statistics pool the steps of all sequences (Stats.merge); τ counts the bonus token, 1 <= τ <= K.
+* End-to-end tokens/s (every mode, one definition) = sum of new_tokens / sum of (prefill_s + decode_s) over the
+  mode's generate calls: the first token and the prefill are included.
+* τ statistics pool the steps of all sequences (Stats.merge); τ counts the bonus token, 1 <= τ <= K (K = verify_len,
+  the block slots the target verifies per step).
+* The transformers baseline (`hf`) is timed per prompt (batch 1) with the same BatchTiming; its speedups are
+  TPOT_HF / TPOT_mode (decode-only) and e2e_tokens_per_s_mode / e2e_tokens_per_s_HF.
 Undefined quantities (no decode tokens, no spec steps) are None, which the JSON report writes as null.
 """
 
@@ -89,24 +94,24 @@ def mode_summary(timings: Sequence[BatchTiming]) -> dict:
     }
 
 
-def pool_stats(stats: Sequence[Stats], block_size: int | None = None) -> Stats:
+def pool_stats(stats: Sequence[Stats], verify_len: int | None = None) -> Stats:
     """The τ of every step of every sequence in one Stats (timings zeroed: they are per batch, see batch_timing)."""
     merged = Stats.merge(list(stats))
-    if block_size is not None:
-        if any(t > block_size for t in merged.taus):
-            raise ValueError(f"a step has τ > block_size {block_size}")
-        merged.block_size = max(merged.block_size, block_size)
+    if verify_len is not None:
+        if any(t > verify_len for t in merged.taus):
+            raise ValueError(f"a step has τ > verify_len {verify_len}")
+        merged.verify_len = max(merged.verify_len, verify_len)
     merged.prefill_s = merged.decode_s = 0.0
     return merged
 
 
-def acceptance_summary(stats: Sequence[Stats], block_size: int | None = None) -> dict:
+def acceptance_summary(stats: Sequence[Stats], verify_len: int | None = None) -> dict:
     """mean τ, τ histogram (index t-1 = steps with τ = t) and per-position acceptance, pooled over sequences."""
-    pooled = pool_stats(stats, block_size)
+    pooled = pool_stats(stats, verify_len)
     steps = pooled.steps
     hist = pooled.histogram
     return {
-        "block_size": pooled.block_size,
+        "verify_len": pooled.verify_len,
         "steps": steps,
         "mean_tau": pooled.mean_tau if steps else None,
         "histogram": hist,
@@ -135,11 +140,48 @@ def compare_outputs(ar: Sequence[Sequence[int]], spec: Sequence[Sequence[int]]) 
     return {"all_match_ar": not mismatches, "num_match_ar": len(ar) - len(mismatches), "mismatches": mismatches}
 
 
+def e2e_speedup(e2e_fast: float | None, e2e_base: float | None) -> float | None:
+    """End-to-end speedup of one mode over a baseline: ratio of their end-to-end tokens/s."""
+    if e2e_fast is None or e2e_base is None or e2e_base <= 0:
+        return None
+    return e2e_fast / e2e_base
+
+
+def hf_summary(hf_timings: Sequence[BatchTiming] | None, ar: dict, spec: dict,
+               ar_outputs: Sequence[Sequence[int]], hf_outputs: Sequence[Sequence[int]] | None) -> dict:
+    """The transformers baseline next to our AR and DFlash modes (`ar` / `spec`: their mode_summary). All None when
+    the baseline did not run (hf_timings None)."""
+    if hf_timings is None or hf_outputs is None:
+        return {"hf": None, "tpot_hf_s": None, "tokens_per_s_hf": None, "e2e_tokens_per_s_hf": None,
+                "speedup_ar_vs_hf": None, "speedup_spec_vs_hf": None, "e2e_speedup_ar_vs_hf": None,
+                "e2e_speedup_spec_vs_hf": None, "hf_all_match_ar": None, "hf_num_match_ar": None,
+                "hf_mismatches": None}
+    hf = mode_summary(hf_timings)
+    cmp = compare_outputs(ar_outputs, hf_outputs)
+    for m in cmp["mismatches"]:  # spec_tokens means the compared run's tokens: here transformers'
+        m["hf_tokens"] = m.pop("spec_tokens")
+    return {
+        "hf": hf,
+        "tpot_hf_s": hf["tpot_s"],
+        "tokens_per_s_hf": hf["decode_tokens_per_s"],
+        "e2e_tokens_per_s_hf": hf["e2e_tokens_per_s"],
+        "speedup_ar_vs_hf": speedup(hf["tpot_s"], ar["tpot_s"]),
+        "speedup_spec_vs_hf": speedup(hf["tpot_s"], spec["tpot_s"]),
+        "e2e_speedup_ar_vs_hf": e2e_speedup(ar["e2e_tokens_per_s"], hf["e2e_tokens_per_s"]),
+        "e2e_speedup_spec_vs_hf": e2e_speedup(spec["e2e_tokens_per_s"], hf["e2e_tokens_per_s"]),
+        "hf_all_match_ar": cmp["all_match_ar"],
+        "hf_num_match_ar": cmp["num_match_ar"],
+        "hf_mismatches": cmp["mismatches"],
+    }
+
+
 def summarize(ar_timings: Sequence[BatchTiming], spec_timings: Sequence[BatchTiming], spec_stats: Sequence[Stats],
               ar_outputs: Sequence[Sequence[int]], spec_outputs: Sequence[Sequence[int]],
-              block_size: int | None = None) -> dict:
-    """Every reported number for one group of prompts (a dataset, or all of them)."""
-    acc = acceptance_summary(spec_stats, block_size)
+              verify_len: int | None = None, *, hf_timings: Sequence[BatchTiming] | None = None,
+              hf_outputs: Sequence[Sequence[int]] | None = None) -> dict:
+    """Every reported number for one group of prompts (a dataset, or all of them); the transformers baseline's when
+    hf_timings / hf_outputs are given (else its keys are None)."""
+    acc = acceptance_summary(spec_stats, verify_len)
     ar, sp = mode_summary(ar_timings), mode_summary(spec_timings)
     sx = speedup(ar["tpot_s"], sp["tpot_s"])
     out = {
@@ -151,9 +193,13 @@ def summarize(ar_timings: Sequence[BatchTiming], spec_timings: Sequence[BatchTim
         "tpot_spec_s": sp["tpot_s"],
         "tokens_per_s_ar": ar["decode_tokens_per_s"],
         "tokens_per_s_spec": sp["decode_tokens_per_s"],
+        "e2e_tokens_per_s_ar": ar["e2e_tokens_per_s"],
+        "e2e_tokens_per_s_spec": sp["e2e_tokens_per_s"],
+        "e2e_speedup": e2e_speedup(sp["e2e_tokens_per_s"], ar["e2e_tokens_per_s"]),
         **compare_outputs(ar_outputs, spec_outputs),
         **{k: v for k, v in acc.items() if k != "mean_tau"},
         "ar": ar,
         "spec": sp,
+        **hf_summary(hf_timings, ar, sp, ar_outputs, hf_outputs),
     }
     return out

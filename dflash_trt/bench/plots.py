@@ -24,7 +24,8 @@ def _figure(width: float = 8.0, height: float = 4.5):
 
 def _subtitle(report: dict) -> str:
     s = report.get("settings", {})
-    return (f"K={s.get('block_size')}  T={s.get('temperature')}  batch={s.get('batch_size')}  "
+    k = s.get("verify_len", s.get("block_size"))  # reports before version 2 called K block_size
+    return (f"K={k}  T={s.get('temperature')}  batch={s.get('batch_size')}  "
             f"max_new_tokens={s.get('max_new_tokens')}  {report.get('device', {}).get('name', '')}")
 
 

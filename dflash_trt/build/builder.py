@@ -54,7 +54,7 @@ def _quantize_with_gate(plan: BuildPlan, drafter_out: Path, progress: bool) -> t
                                          max_batch_size=min(c.max_batch_size, 16), max_seq_len=min(c.max_seq_len, 4096))
     gate_ids = gate_mod.encode_prompts(engine, plan.gate.turns, q.gate.max_new_tokens)
     calib_ids = gate_mod.encode_prompts(engine, plan.calibration.turns, q.calibration.max_new_tokens)
-    before = gate_mod.run_prompts(engine, gate_ids, q.gate.max_new_tokens, block_size=plan.block_size,
+    before = gate_mod.run_prompts(engine, gate_ids, q.gate.max_new_tokens, verify_len=plan.verify_len,
                                   desc="gate: unquantized", progress=progress)
     _log(f"mean tau unquantized: {round(before.mean_tau, 4):.3f} ({before.steps} steps, {len(gate_ids)} held-out prompts)")
     from dflash_trt.build.quantize import quantize_drafter
@@ -62,12 +62,12 @@ def _quantize_with_gate(plan: BuildPlan, drafter_out: Path, progress: bool) -> t
     info = quantize_drafter(engine, q.format, calib_ids, q.calibration.max_new_tokens, unquantized_modules(plan),
                             exclude_modules(plan), drafter_out, progress=progress)
     # Measure what will be served: the exported checkpoint through the normal loader, in the same engine.
-    engine.drafter = DFlashDrafter.from_pretrained(drafter_out, engine.target.lm_head.weight.dtype, engine.device)
-    after = gate_mod.run_prompts(engine, gate_ids, q.gate.max_new_tokens, block_size=plan.block_size,
+    engine.replace_drafter(DFlashDrafter.from_pretrained(drafter_out, engine.target.lm_head.weight.dtype, engine.device))
+    after = gate_mod.run_prompts(engine, gate_ids, q.gate.max_new_tokens, verify_len=plan.verify_len,
                                  desc=f"gate: {q.format}", progress=progress)
     result = gate_mod.verdict(before, after, q.gate.max_tau_drop)
     result.update({"prompts": str(plan.gate.path), "first_prompt": plan.gate.start, "num_prompts": plan.gate.count,
-                   "max_new_tokens": q.gate.max_new_tokens, "block_size": plan.block_size,
+                   "max_new_tokens": q.gate.max_new_tokens, "verify_len": plan.verify_len,
                    "calibration": {"prompts": str(plan.calibration.path), "num_samples": plan.calibration.count,
                                    "max_new_tokens": q.calibration.max_new_tokens},
                    "device": str(engine.device), "dtype": plan.dtype})
@@ -83,7 +83,7 @@ def _write_trtllm_options(plan: BuildPlan, tmp: Path, final: Path) -> None:
     c = plan.config
     options = llm_api_options(
         target_dir=c.target, drafter_dir=final / "drafter", max_batch_size=c.max_batch_size, max_seq_len=c.max_seq_len,
-        block_size=plan.block_size, cuda_graph_batch_sizes=c.cuda_graph_batch_sizes,
+        verify_len=plan.verify_len, cuda_graph_batch_sizes=c.cuda_graph_batch_sizes,
         kv_cache_free_gpu_memory_fraction=c.kv_cache_free_gpu_memory_fraction,
         tensor_parallel_size=c.tensor_parallel_size, dtype=plan.dtype, mask_token_id=plan.drafter.mask_token_id,
         target_layer_ids=plan.drafter.target_layer_ids)
@@ -96,7 +96,7 @@ def _write_triton_repository(plan: BuildPlan, tmp: Path) -> None:
     c = plan.config
     write_model_repository(tmp / TRITON_REPOSITORY, target=c.target, drafter=tmp / "drafter",
                            max_batch_size=c.max_batch_size, max_seq_len=c.max_seq_len, device=c.device,
-                           dtype=plan.dtype, block_size=plan.block_size, instance_count=c.triton.instance_count,
+                           dtype=plan.dtype, verify_len=plan.verify_len, instance_count=c.triton.instance_count,
                            default_max_tokens=c.triton.default_max_tokens, engine_dir=tmp)
 
 

@@ -52,7 +52,7 @@ def run_build(args) -> int:
     acc = manifest.get("acceptance")
     print(f"engine directory: {plan.output}")
     print(f"backend {manifest['backend']}, drafter {manifest['drafter']['quantization']}, "
-          f"block {manifest['runtime']['block_size']}")
+          f"verify K={manifest['runtime']['verify_len']}")
     if acc:
         print(f"mean tau: unquantized {acc['tau_unquantized']:.3f} -> {manifest['drafter']['quantization']} "
               f"{acc['tau_quantized']:.3f} (drop {100 * acc['relative_tau_drop']:.2f}%, gate "

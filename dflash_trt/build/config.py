@@ -21,7 +21,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dflash_trt.errors import ConfigError
+from dflash_trt.errors import ConfigError, RequestError
 
 # Fields that hold paths, by dotted name: resolved against the config file's directory (or the cwd for --set).
 PATH_FIELDS = ("target", "drafter", "output", "quantization.calibration.prompts", "quantization.gate.prompts")
@@ -84,8 +84,9 @@ class BuildConfig(_Strict):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="model dtype (auto = the target checkpoint's); backend trtllm needs a 16-bit dtype")
     quantization: Quantization = Field(default_factory=Quantization)
-    block_size: Optional[int] = Field(None, ge=2, description="K, slots verified per step (2..drafter block_size; "
-                                                              "default the drafter's); TensorRT-LLM max_draft_len = K-1")
+    verify_len: Optional[int] = Field(None, ge=2, description="K, block slots the target verifies per step (2..the "
+                                                              "drafter's block_size; default all of them); TensorRT-LLM "
+                                                              "max_draft_len = K-1. Formerly 'block_size' (deprecated)")
     max_batch_size: int = Field(8, ge=1, description="requests decoded together")
     max_seq_len: int = Field(2048, ge=2, description="prompt + generated tokens per request")
     cuda_graph_batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4, 8],
@@ -206,6 +207,14 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
 def build_config_from_dict(data: dict, *, source: str = "<dict>") -> BuildConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"build config {source}: expected a YAML mapping of fields at top level, got {type(data).__name__}")
+    if "block_size" in data:  # its old name: block_size is the drafter's B, never the verify length
+        from dflash_trt.engines.requests import verify_len_from
+
+        data = dict(data)
+        try:
+            data["verify_len"] = verify_len_from(data.get("verify_len"), data.pop("block_size"), "verify_len")
+        except RequestError as err:
+            raise ConfigError(f"build config {source}: {err}") from None
     try:
         return BuildConfig.model_validate(data)
     except ValidationError as err:

@@ -7,7 +7,6 @@ turns an engine directory back into a running engine (open_engine: the torch eng
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import importlib.metadata
 import os
 import platform
@@ -15,25 +14,28 @@ from pathlib import Path
 from typing import Any
 
 from dflash_trt.errors import ConfigError
-from dflash_trt.manifest import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest, manifest_path
+from dflash_trt.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest, manifest_path, sha256,
+                                 verify_files)
 
 BUILD_CONFIG_NAME = "build_config.yaml"
 TRITON_REPOSITORY = "triton/model_repository"
 TRTLLM_OPTIONS = "trtllm/llm_api_options.yaml"
 
 
-def sha256(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return "sha256:" + h.hexdigest()
+def _files(directory: Path) -> list[Path]:
+    """Every file under `directory` but the manifest, sorted."""
+    return [p for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name != MANIFEST_NAME and "__pycache__" not in p.parts]
 
 
 def checksums(directory: Path) -> dict[str, str]:
     """sha256 of every file under `directory` (but the manifest), keyed by POSIX path relative to it."""
-    return {p.relative_to(directory).as_posix(): sha256(p) for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name != MANIFEST_NAME and "__pycache__" not in p.parts}
+    return {p.relative_to(directory).as_posix(): sha256(p) for p in _files(directory)}
+
+
+def file_sizes(directory: Path) -> dict[str, int]:
+    """Size in bytes of the same files: what loading checks before it reads any weights."""
+    return {p.relative_to(directory).as_posix(): p.stat().st_size for p in _files(directory)}
 
 
 def versions() -> dict[str, str | None]:
@@ -76,7 +78,7 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
                     "mask_token_id": d.mask_token_id, "target_layer_ids": list(d.target_layer_ids),
                     **({"modelopt": quantization} if quantization else {})},
         "runtime": {"device": "cuda" if trtllm else c.device, "dtype": plan.dtype, "max_batch_size": c.max_batch_size,
-                    "max_seq_len": c.max_seq_len, "block_size": plan.block_size,
+                    "max_seq_len": c.max_seq_len, "verify_len": plan.verify_len,
                     "cuda_graph_batch_sizes": list(c.cuda_graph_batch_sizes),
                     "kv_cache_free_gpu_memory_fraction": c.kv_cache_free_gpu_memory_fraction,
                     "tensor_parallel_size": c.tensor_parallel_size},
@@ -91,6 +93,7 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
         "trtllm": {"llm_api_options": TRTLLM_OPTIONS} if trtllm else None,
         "build": {"host": platform.node(), "device": plan.build_device, "config": BUILD_CONFIG_NAME},
         "checksums": checksums(engine_dir),
+        "file_sizes": file_sizes(engine_dir),
     }
 
 
@@ -100,6 +103,7 @@ def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dty
     """(engine, manifest) for an engine directory: a TorchEngine (backend torch) or a TrtllmEngine (backend trtllm),
     with the runtime settings the build recorded unless overridden here."""
     manifest = load_manifest(engine_dir)
+    verify_files(manifest, engine_dir)
     backend = manifest.get("backend")
     runtime = manifest.get("runtime") or {}
     if backend == "trtllm":
@@ -120,5 +124,5 @@ def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dty
     engine = TorchEngine.from_pretrained(
         target, drafter, device=None if run_device == "auto" else run_device, dtype=dtype or runtime.get("dtype"),
         max_batch_size=max_batch_size or int(runtime.get("max_batch_size", 8)),
-        max_seq_len=int(runtime.get("max_seq_len", 2048)), decode_loop=decode_loop, steps_per_sync=steps_per_sync)
+        max_seq_len=runtime.get("max_seq_len"), decode_loop=decode_loop, steps_per_sync=steps_per_sync)
     return engine, manifest

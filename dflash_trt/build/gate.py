@@ -31,11 +31,12 @@ def encode_prompts(engine, turns: list[str], max_new_tokens: int) -> list[list[i
     return [encode_prompt(engine.tokenizer, t, engine.max_seq_len - max_new_tokens)[0] for t in turns]
 
 
-def run_prompts(engine, prompt_ids: list[list[int]], max_new_tokens: int, *, block_size: int | None,
+def run_prompts(engine, prompt_ids: list[list[int]], max_new_tokens: int, *, verify_len: int | None,
                 desc: str, progress: bool) -> TauRun:
     """Greedy DFlash generation of every prompt, engine.max_batch_size at a time; mean τ pooled over steps."""
     from tqdm import tqdm
 
+    from dflash_trt.engines.requests import raise_if_failed
     from dflash_trt.spec.sampling import SamplingParams
     from dflash_trt.spec.stats import Stats
 
@@ -45,7 +46,7 @@ def run_prompts(engine, prompt_ids: list[list[int]], max_new_tokens: int, *, blo
     with tqdm(total=len(prompt_ids), desc=desc, unit="prompt", disable=not progress, file=sys.stderr,
               dynamic_ncols=True) as bar:
         for i in range(0, len(prompt_ids), n):
-            results = engine.generate(prompt_ids[i: i + n], params, block_size=block_size)
+            results = raise_if_failed(engine.generate(prompt_ids[i: i + n], params, verify_len=verify_len), desc)
             stats += [r.stats for r in results]
             outputs += [r.token_ids for r in results]
             bar.update(len(results))

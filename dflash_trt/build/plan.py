@@ -15,6 +15,7 @@ from typing import Optional
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.build.config import BuildConfig
 from dflash_trt.errors import CheckpointError, ConfigError
+from dflash_trt.manifest import load_manifest
 
 
 @dataclass
@@ -34,7 +35,7 @@ class BuildPlan:
     target: "ckpt.TargetConfig | ckpt.TargetSummary"
     torch_runs_target: bool  # our torch engine can run this target (needed for backend torch and for quantization)
     drafter: ckpt.DrafterConfig
-    block_size: int  # K, verified slots per step
+    verify_len: int  # K, block slots verified per step
     build_device: str  # where calibration and the gate run ("cpu" / "cuda[:N]")
     dtype: str  # resolved model dtype name ("float32" | "bfloat16" | "float16")
     calibration: Optional[PromptSlice] = None
@@ -99,8 +100,19 @@ def make_plan(config: BuildConfig, *, force: bool = False,
     if output.exists() and not output.is_dir():
         raise ConfigError(f"output {output} exists and is a file: choose a directory path")
     for src in (config.target, config.drafter):
-        if output.resolve() == Path(src).resolve() or Path(src).resolve() in output.resolve().parents:
+        out, inp = output.resolve(), Path(src).resolve()
+        if out == inp or inp in out.parents:
             raise ConfigError(f"output {output} is inside the checkpoint {src}: write the engine somewhere else")
+        if out in inp.parents:  # replacing the output would delete the build's own input
+            raise ConfigError(f"output {output} contains the checkpoint {src}, which --force would delete: write the "
+                              "engine somewhere else")
+    if output.exists() and any(output.iterdir()):  # --force replaces only what dflash-trt build wrote (or nothing)
+        try:
+            load_manifest(output)
+        except ConfigError as err:
+            raise ConfigError(f"output {output} exists and is not an engine directory written by dflash-trt build "
+                              f"({err}); --force replaces only those: choose another --output, or remove it yourself "
+                              "if it is yours to delete") from None
 
     drafter = ckpt.load_drafter_config(config.drafter)
     needs_torch_target = config.backend == "torch" or q.format != "none"
@@ -122,9 +134,9 @@ def make_plan(config: BuildConfig, *, force: bool = False,
         raise ConfigError(f"field 'quantization.format' is {q.format} but the drafter {config.drafter} is already "
                           f"{drafter.quantization}-quantized: point 'drafter' at the unquantized checkpoint or set "
                           "quantization.format: none")
-    k = drafter.block_size if config.block_size is None else config.block_size
+    k = drafter.block_size if config.verify_len is None else config.verify_len
     if not 2 <= k <= drafter.block_size:
-        raise ConfigError(f"field 'block_size' is {k}; it must be in 2..{drafter.block_size} (the drafter's trained "
+        raise ConfigError(f"field 'verify_len' is {k}; it must be in 2..{drafter.block_size} (the drafter's trained "
                           "block_size): lower it or remove it")
 
     dtype = config.dtype
@@ -148,7 +160,7 @@ def make_plan(config: BuildConfig, *, force: bool = False,
 
     calibration = gate = None
     if q.format != "none":
-        from dflash_trt.engines.torch_engine import load_tokenizer
+        from dflash_trt.checkpoint import load_tokenizer
 
         if load_tokenizer(config.target) is None:
             raise ConfigError(f"quantization needs the target's tokenizer to encode the calibration prompts, and "
@@ -160,7 +172,7 @@ def make_plan(config: BuildConfig, *, force: bool = False,
         skip = cal.num_samples if Path(gate_path).resolve() == Path(cal.prompts).resolve() else 0
         gate = _prompt_slice(gate_path, skip, q.gate.num_prompts, "quantization.gate.prompts")
     return BuildPlan(config=config, output=output, target=target, torch_runs_target=torch_runs_target,
-                     drafter=drafter, block_size=k, build_device=build_device, dtype=dtype, calibration=calibration,
+                     drafter=drafter, verify_len=k, build_device=build_device, dtype=dtype, calibration=calibration,
                      gate=gate, min_compute_capability=min_cc)
 
 
@@ -168,7 +180,7 @@ def describe(plan: BuildPlan) -> str:
     c = plan.config
     quant = plan.quantization if plan.quantization != "none" else f"none (drafter {plan.drafter.quantization})"
     return (f"backend {c.backend}, target {c.target}, drafter {c.drafter} ({plan.drafter.num_hidden_layers} layers, "
-            f"block {plan.drafter.block_size}, verify K={plan.block_size}), quantization {quant}, dtype {plan.dtype}, "
+            f"block {plan.drafter.block_size}, verify K={plan.verify_len}), quantization {quant}, dtype {plan.dtype}, "
             f"build device {plan.build_device} -> {plan.output}")
 
 

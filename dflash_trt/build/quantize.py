@@ -116,7 +116,7 @@ def quantize_drafter(engine, fmt: str, calibration_ids: list[list[int]], max_new
     dtype = drafter.fc.weight.dtype
 
     def forward_loop(_model) -> None:  # the engine's spec loop: real context features, real blocks
-        run_prompts(engine, calibration_ids, max_new_tokens, block_size=None, desc=f"calibrate {fmt}",
+        run_prompts(engine, calibration_ids, max_new_tokens, verify_len=None, desc=f"calibrate {fmt}",
                     progress=progress)
 
     # ModelOpt prints progress to stdout; stdout is the build's result (--json), so its chatter goes to stderr.

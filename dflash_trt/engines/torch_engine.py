@@ -1,42 +1,42 @@
 """The torch engine: DFlash speculative decoding (and plain AR) for a batch of prompts, on CPU or any CUDA GPU.
 
-One speculative step for the active sequences (ragged: each sequence accepts its own number of drafts):
-  1. block   [last token, MASK x (B-1)] at positions start..start+B-1            (kernels.block_draft)
-  2. draft   drafter forward; new context = target features of last step's verified tokens; argmax -> drafts
+The engine owns the models, the tokenizer and one `SpecStep` (spec/step.py: the KV caches, every per-slot buffer,
+the ops table and the CUDA-graph cache, made once). `generate` / `stream` run every prompt through a `BatchScheduler`
+(engines/scheduler.py: in-flight batching, no tensor math), which prefills requests and runs windows of steps:
+
+  1. block   [last token, MASK x (B-1)] at positions start..start+B-1
+  2. draft   drafter forward (context = target features of last step's verified tokens) -> argmax -> drafts
   3. verify  target forward over [last token, drafts[:K-1]] with hidden-state taps
-  4. accept  target token per slot (argmax / keyed sample), a = matching prefix, emit a + 1 tokens
-             (cut at stop tokens / budget)                                         (kernels.sample_accept)
+  4. accept  target token per slot (argmax / keyed sample), a = matching prefix, emit a + 1 tokens (cut at a stop
+             token or the budget)
   5. book    target cache length = start + a + 1; the a + 1 verified tokens' features become the next context;
              the bonus token is the next step's last token
-AR is the same loop with K = 1 and no drafter. The loop itself lives in engines/scheduler.py (BatchScheduler: requests
-join free slots and leave at step boundaries); generate/stream run it with every prompt queued up front.
+AR is the same step with K = 1 and no drafter. decode_loop "host" runs windows of one step (one host read per step);
+"device" runs windows of steps_per_sync steps (CUDA graphs on a GPU with the plugin library).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Hashable, Iterator, Sequence
 
 import torch
 
 from dflash_trt import checkpoint as ckpt
+from dflash_trt.engines.requests import (Request, Result, StepEvent, per_prompt_params, prepare_request,
+                                         verify_len_from)
+from dflash_trt.engines.scheduler import BatchScheduler
 from dflash_trt.errors import ConfigError, RequestError
-from dflash_trt.kernels.block_draft import drafts_to_verify_input, prepare_block
+from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel
-from dflash_trt.engines.scheduler import BatchScheduler, StepEvent
 from dflash_trt.spec.sampling import SamplingParams
-from dflash_trt.spec.stats import Stats
+from dflash_trt.spec.step import SpecStep
 
-
-@dataclass
-class Result:
-    token_ids: list[int]  # generated tokens only
-    text: str | None
-    finish_reason: str  # "stop" (stop token / EOS emitted) or "length" (max_new_tokens)
-    stats: Stats
-    prompt_token_ids: list[int] = field(default_factory=list)
+DEFAULT_MAX_SEQ_LEN = 2048  # when not given: this, or the target's max_position_embeddings if smaller
+__all__ = ["TorchEngine", "Result", "StepEvent", "resolve_device", "resolve_dtype", "check_cache_fits"]
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -61,32 +61,67 @@ def resolve_dtype(dtype: str | torch.dtype | None, default: torch.dtype) -> torc
     return ckpt.DTYPES[dtype]
 
 
+def check_cache_fits(shapes: list[tuple[int, int, int]], max_batch: int, capacity: int, dtype: torch.dtype,
+                     device: torch.device) -> None:
+    """The KV caches (K and V for each (layers, kv_heads, head_dim) in `shapes`, max_batch x capacity positions) must
+    fit in the device's memory: a ConfigError naming the size and the fix instead of an allocator traceback."""
+    per_position = sum(2 * layers * heads * dim for layers, heads, dim in shapes) * dtype.itemsize
+    need = per_position * max_batch * capacity
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    if need > free:
+        raise ConfigError(f"the KV caches for max_batch_size {max_batch} x max_seq_len {capacity} need "
+                          f"{need / 2**30:.1f} GiB but {device} has {free / 2**30:.1f} GiB free: lower --max-seq-len "
+                          "or --max-batch-size")
+
+
 class TorchEngine:
-    """Owns the target, the optional drafter, their pre-allocated KV caches and the tokenizer."""
+    """Owns the target, the optional drafter, the tokenizer and the step (caches, per-slot buffers, graphs)."""
 
     def __init__(self, target: TargetModel, drafter: DFlashDrafter | None = None, tokenizer=None, *,
-                 max_batch_size: int = 8, max_seq_len: int = 2048, decode_loop: str = "host", steps_per_sync: int = 4):
-        if max_batch_size < 1 or max_seq_len < 2:
-            raise ConfigError(f"max_batch_size ({max_batch_size}) must be >= 1 and max_seq_len ({max_seq_len}) >= 2")
+                 max_batch_size: int = 8, max_seq_len: int | None = None, decode_loop: str = "host",
+                 steps_per_sync: int = 4, ops: StepOps | None = None):
+        limit = target.cfg.max_position_embeddings
+        if max_seq_len is None:  # 2048, or less for a target made for shorter sequences
+            max_seq_len = min(DEFAULT_MAX_SEQ_LEN, limit or DEFAULT_MAX_SEQ_LEN)
+        for name, value, low in (("max_batch_size", max_batch_size, 1), ("max_seq_len", max_seq_len, 2),
+                                 ("steps_per_sync", steps_per_sync, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
         if decode_loop not in ("host", "device"):
             raise ConfigError(f"decode_loop must be 'host' (one host read per step) or 'device' (steps_per_sync steps "
                               f"on the device per host read, CUDA graphs on GPU), got {decode_loop!r}")
-        self.target, self.drafter, self.tokenizer = target, drafter, tokenizer
+        if limit and max_seq_len > limit:
+            raise ConfigError(f"max_seq_len {max_seq_len} exceeds the target's max_position_embeddings {limit} "
+                              f"(config.json): use --max-seq-len {limit} or less")
+        self.target, self.drafter, self.tokenizer = target.fuse(), drafter.fuse() if drafter is not None else None, tokenizer
         self.max_batch_size, self.max_seq_len = max_batch_size, max_seq_len
-        self.decode_loop, self.steps_per_sync = decode_loop, steps_per_sync
+        self.decode_loop = decode_loop
+        self.steps_per_sync = steps_per_sync if decode_loop == "device" else 1
         self.device = target.lm_head.weight.device
-        # Headroom past max_seq_len: a verify block and prefill padding write a few entries past the kept length.
         margin = drafter.block_size if drafter is not None else 1
-        self.target_cache = target.new_cache(max_batch_size, max_seq_len + margin)
+        shapes = [(target.cfg.num_hidden_layers, target.cfg.num_key_value_heads, target.cfg.head_dim)]
         if drafter is not None:
-            target.tap_layer_ids = list(drafter.cfg.target_layer_ids)
-            self.drafter_cache = drafter.new_cache(max_batch_size, max_seq_len + margin)
+            shapes.append((drafter.cfg.num_hidden_layers, drafter.cfg.num_key_value_heads, drafter.cfg.head_dim))
+        check_cache_fits(shapes, max_batch_size, max_seq_len + margin, target.lm_head.weight.dtype, self.device)
+        ops = ops or ops_for(self.device)
+        # CUDA graphs need the kernels (the references read sampling flags on the host).
+        self.step_runner = SpecStep(target, drafter, max_batch_size=max_batch_size, max_seq_len=max_seq_len,
+                                    max_window=self.steps_per_sync, ops=ops,
+                                    cuda_graphs=decode_loop == "device" and ops.name == "cuda")
+        # One user of the caches at a time: generate/stream calls from several threads run one after the other;
+        # the scheduler that owns the caches is the latest one made (an older one refuses to step).
+        self._lock = threading.Lock()
+        self._lock_thread: int | None = None
+        self.cache_owner: object | None = None
 
     @classmethod
     def from_pretrained(cls, target_dir: str | os.PathLike, drafter_dir: str | os.PathLike | None = None, *,
                         device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
-                        max_batch_size: int = 8, max_seq_len: int = 2048, tokenizer: bool = True,
-                        decode_loop: str = "host", steps_per_sync: int = 4) -> "TorchEngine":
+                        max_batch_size: int = 8, max_seq_len: int | None = None, tokenizer: bool = True,
+                        decode_loop: str = "host", steps_per_sync: int = 4, ops: StepOps | None = None) -> "TorchEngine":
         device = resolve_device(device)
         target_cfg = ckpt.load_target_config(target_dir)
         drafter_cfg = None
@@ -96,128 +131,101 @@ class TorchEngine:
         dtype = resolve_dtype(dtype, target_cfg.dtype)
         target = TargetModel.from_pretrained(target_dir, dtype, device, target_cfg)
         drafter = DFlashDrafter.from_pretrained(drafter_dir, dtype, device, drafter_cfg) if drafter_cfg else None
-        tok = load_tokenizer(target_dir) if tokenizer else None
+        tok = ckpt.load_tokenizer(target_dir) if tokenizer else None
         return cls(target, drafter, tok, max_batch_size=max_batch_size, max_seq_len=max_seq_len, decode_loop=decode_loop,
-                   steps_per_sync=steps_per_sync)
+                   steps_per_sync=steps_per_sync, ops=ops)
+
+    def replace_drafter(self, drafter: DFlashDrafter) -> None:
+        """Serve another drafter of the same shape (the build's gate: the exported quantized drafter after the
+        unquantized one): same layers, KV heads, head_dim, block_size and taps, so the caches and buffers fit."""
+        old, new = self.drafter.cfg, drafter.cfg
+        for name in ("num_hidden_layers", "num_key_value_heads", "head_dim", "block_size", "target_layer_ids",
+                     "hidden_size"):
+            if getattr(old, name) != getattr(new, name):
+                raise ConfigError(f"replace_drafter: the new drafter's {name} {getattr(new, name)!r} differs from "
+                                  f"{getattr(old, name)!r}; make a new engine for it")
+        table = self.target.rotary.table
+        drafter.rotary.precompute(table[0].shape[0], table[0].dtype)
+        self.drafter = self.step_runner.drafter = drafter.fuse()
+
+    @property
+    def target_cache(self):
+        return self.step_runner.target_cache
+
+    @property
+    def drafter_cache(self):
+        return self.step_runner.drafter_cache
 
     # ---- public API --------------------------------------------------------------------------------------------------
 
     def generate(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 *, block_size: int | None = None, use_drafter: bool = True) -> list[Result]:
-        """Generate for every prompt (text or token ids). `block_size` (K <= the drafter's B) sets how many block
-        slots are verified; use_drafter=False (or no drafter) runs plain AR with the same engine."""
-        results: list[Result | None] = [None] * len(prompts)
-        for event in self._run(prompts, params, block_size, use_drafter, results):
+                 *, verify_len: int | None = None, use_drafter: bool = True, block_size: int | None = None) -> list[Result]:
+        """Generate for every prompt (text or token ids). `verify_len` (K <= the drafter's block_size B) sets how many
+        block slots the target verifies per step; use_drafter=False (or no drafter) runs plain AR with the same engine.
+        A prompt whose generation fails ends with finish_reason "error" (Result.error); the others are unaffected."""
+        results: list[Result | None] = [None] * len(prompts) if isinstance(prompts, Sequence) else []
+        for _ in self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results):
             pass
         return results  # type: ignore[return-value]
 
     def stream(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
-               *, block_size: int | None = None, use_drafter: bool = True) -> Iterator[StepEvent]:
-        """Like generate, but yields the tokens each step appends to each request as they are accepted."""
-        yield from self._run(prompts, params, block_size, use_drafter, [None] * len(prompts))
+               *, verify_len: int | None = None, use_drafter: bool = True,
+               block_size: int | None = None) -> Iterator[StepEvent]:
+        """Like generate, but yields the tokens each window appends to each request as they are accepted."""
+        results: list[Result | None] = [None] * len(prompts) if isinstance(prompts, Sequence) else []
+        yield from self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results)
 
-    # ---- request preparation -----------------------------------------------------------------------------------------
+    def new_scheduler(self, *, verify_len: int | None = None, use_drafter: bool = True,
+                      steps_per_sync: int | None = None) -> BatchScheduler:
+        """An in-flight batch over this engine (it takes over the engine's caches)."""
+        return BatchScheduler(self, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync)
 
-    def _encode(self, prompt: str | Sequence[int]) -> list[int]:
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise RequestError("a text prompt needs a tokenizer; the target directory has none: pass token ids")
-            ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        else:
-            ids = [int(t) for t in prompt]
-        vocab = self.target.cfg.vocab_size
-        if not ids:
-            raise RequestError("prompt is empty: give at least one token")
-        if any(not 0 <= t < vocab for t in ids):
-            raise RequestError(f"prompt has token ids outside the vocabulary 0..{vocab - 1}")
-        return ids
+    def prepare(self, request_id: Hashable, prompt, params: SamplingParams | None, *, label: str = "request",
+                field_names: dict[str, str] | None = None) -> Request:
+        """The request layer's checks with this engine's tokenizer, vocabulary, EOS ids and max_seq_len."""
+        cfg = self.target.cfg
+        return prepare_request(request_id, prompt, params, tokenizer=self.tokenizer, vocab_size=cfg.vocab_size,
+                               eos_token_ids=cfg.eos_token_ids, max_seq_len=self.max_seq_len, label=label,
+                               field_names=field_names)
 
-    def _verify_len(self, block_size: int | None, spec: bool) -> int:
-        if not spec:
-            return 1
-        limit = self.drafter.block_size
-        k = limit if block_size is None else block_size
-        if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= limit:
-            raise RequestError(
-                f"block_size must be an integer in 2..{limit} (2 = one draft per step, {limit} = the drafter's trained "
-                f"block), got {block_size!r}; omit it to use {limit}"
-            )
-        return k
+    def detokenize(self, token_ids: list[int]) -> str | None:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True) if self.tokenizer is not None else None
 
-    def _stop_ids(self, p: SamplingParams) -> list[int]:
-        stops = list(p.stop_token_ids)
-        if not p.ignore_eos:
-            stops += list(self.target.cfg.eos_token_ids)
-        return list(dict.fromkeys(stops))
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the engine for one generate/stream run: calls from other threads wait their turn; a second call from
+        the thread that holds it (a stream() not yet finished) is refused instead of corrupting the first."""
+        me = threading.get_ident()
+        if self._lock_thread == me:
+            raise RequestError("this engine is already running a stream() in this thread that has not finished: "
+                               "iterate it to the end or close() it before the next generate()/stream() (or use "
+                               "another engine)")
+        with self._lock:
+            self._lock_thread = me
+            try:
+                yield
+            finally:
+                self._lock_thread = None
 
     # ---- the loop ----------------------------------------------------------------------------------------------------
 
-    def _run(self, prompts, params, block_size, use_drafter, results) -> Iterator[StepEvent]:
-        if isinstance(prompts, (str, bytes)):
-            raise RequestError("prompts must be a list of prompts (wrap a single prompt in a list)")
-        n = len(prompts)
-        if params is None:
-            params = SamplingParams()
-        plist = list(params) if isinstance(params, (list, tuple)) else [params] * n
-        if len(plist) != n:
-            raise RequestError(f"got {n} prompts but {len(plist)} SamplingParams; pass one, or one per prompt")
-        vocab = self.target.cfg.vocab_size
-        for p in plist:
-            p.validate(vocab)
-        encoded = [self._encode(p) for p in prompts]
-        for i, (ids, p) in enumerate(zip(encoded, plist)):
-            if len(ids) + p.max_new_tokens > self.max_seq_len:
-                raise RequestError(
-                    f"prompt {i}: {len(ids)} prompt tokens + max_new_tokens {p.max_new_tokens} exceeds max_seq_len "
-                    f"{self.max_seq_len}; shorten the prompt, lower max_new_tokens or raise max_seq_len"
-                )
-        scheduler = self.new_scheduler(block_size=block_size, use_drafter=use_drafter)
-        for i, (ids, p) in enumerate(zip(encoded, plist)):
-            scheduler.add(i, ids, p)
-        # Continuous batching: every prompt takes a slot as soon as one is free, up to max_batch_size at a time.
-        while scheduler.has_work:
-            for event in scheduler.step_iter():
-                if event.finished:
-                    results[event.index] = event.result
-                yield event
-        # One run's times, as one batch's were before: every result carries the run's total prefill / decode time.
-        self._sync()
-        for r in results:
-            r.stats.prefill_s, r.stats.decode_s = scheduler.prefill_s, scheduler.decode_s
-
-    def new_scheduler(self, *, block_size: int | None = None, use_drafter: bool = True) -> BatchScheduler:
-        """The in-flight batch for this engine's decode loop: BatchScheduler (host loop) or DeviceLoopScheduler."""
-        if self.decode_loop == "device":
-            from dflash_trt.engines.device_loop import DeviceLoopScheduler
-
-            return DeviceLoopScheduler(self, block_size=block_size, use_drafter=use_drafter,
-                                       steps_per_sync=self.steps_per_sync)
-        return BatchScheduler(self, block_size=block_size, use_drafter=use_drafter)
-
-    def _draft(self, act, last_act, starts, k, context, counts, max_length) -> torch.Tensor:
-        """Drafter forward for the active slots: appends their new context to the drafter cache and returns the
-        argmax drafts for block slots 1..k-1 [m, k-1]."""
-        drafter = self.drafter
-        block_ids, block_pos = prepare_block(last_act, starts, drafter.mask_token_id, drafter.block_size)
-        hidden = drafter(self.target.embed(block_ids), block_pos, context, counts, self.drafter_cache, act, max_length)
-        self.drafter_cache.set_lengths(act, self.drafter_cache.lengths[act] + counts)
-        return drafts_to_verify_input(last_act, self.target.logits(hidden[:, 1:k]))[1]
+    def _run(self, prompts, params, verify_len, use_drafter, results) -> Iterator[StepEvent]:
+        plist = per_prompt_params(prompts, params)
+        with self.exclusive():
+            scheduler = self.new_scheduler(verify_len=verify_len, use_drafter=use_drafter)
+            for i, (prompt, p) in enumerate(zip(prompts, plist)):  # every prompt checked before any work starts
+                scheduler.add(i, prompt, p, label=f"prompt {i}")
+            # Continuous batching: every prompt takes a slot as soon as one is free, up to max_batch_size at a time.
+            while scheduler.has_work:
+                for event in scheduler.step_iter():
+                    if event.finished:
+                        results[event.index] = event.result
+                    yield event
+            # One run's times, as one batch's were before: every result carries the run's total prefill / decode time.
+            self._sync()
+            for r in results:
+                r.stats.prefill_s, r.stats.decode_s = scheduler.prefill_s, scheduler.decode_s
 
     def _sync(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-def load_tokenizer(target_dir: str | os.PathLike):
-    """transformers' AutoTokenizer from the target directory (local files only, no remote code); None if absent."""
-    from pathlib import Path
-
-    d = Path(target_dir)
-    if not any((d / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(d), local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError) as err:
-        raise ckpt.CheckpointError(f"target {d}: tokenizer files exist but cannot be loaded ({err}); fix or remove them") from None

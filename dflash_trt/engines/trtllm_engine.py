@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from dflash_trt import checkpoint as ckpt
-from dflash_trt.engines.torch_engine import Result, StepEvent
+from dflash_trt.engines.requests import (Result, StepEvent, finish_reason, per_prompt_params, prepare_request,
+                                         stop_token_ids, verify_len_from)
 from dflash_trt.engines.trtllm_options import check_trtllm_requirements, read_llm_api_options
 from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.spec.sampling import SamplingParams
@@ -60,14 +61,6 @@ def trtllm_available() -> bool:
 # ---- the parts that need no TensorRT-LLM ----------------------------------------------------------------------------
 
 
-def stop_token_ids(params: SamplingParams, eos_token_ids: Sequence[int]) -> list[int]:
-    """The ids that end a request: its stop ids, then the target's EOS ids unless ignore_eos (the torch engine's rule)."""
-    stops = list(params.stop_token_ids)
-    if not params.ignore_eos:
-        stops += list(eos_token_ids)
-    return list(dict.fromkeys(int(t) for t in stops))
-
-
 def to_trtllm_sampling_kwargs(params: SamplingParams, eos_token_ids: Sequence[int], seed: int) -> dict[str, Any]:
     """Keyword arguments of `tensorrt_llm.SamplingParams` (tensorrt_llm/sampling_params.py) for one request.
 
@@ -90,14 +83,14 @@ def to_trtllm_sampling_kwargs(params: SamplingParams, eos_token_ids: Sequence[in
     }
 
 
-def stats_from_deltas(deltas: Sequence[int], block_size: int) -> tuple[Stats, bool]:
+def stats_from_deltas(deltas: Sequence[int], verify_len: int) -> tuple[Stats, bool]:
     """Stats from the token counts of one request's streamed responses (the first = prefill). Returns (stats,
-    per_step): per_step False when a response carried more than `block_size` tokens, i.e. responses were coalesced
+    per_step): per_step False when a response carried more than `verify_len` tokens, i.e. responses were coalesced
     and do not map to single steps; then no τ is recorded (use trtllm_metrics' mean instead)."""
     counts = [int(d) for d in deltas if int(d) > 0]
     steps = counts[1:]
-    stats = Stats(block_size=block_size, new_tokens=sum(counts))
-    if any(s > block_size for s in steps):
+    stats = Stats(verify_len=verify_len, new_tokens=sum(counts))
+    if any(s > verify_len for s in steps):
         return stats, False
     stats.taus = steps
     return stats, True
@@ -105,7 +98,7 @@ def stats_from_deltas(deltas: Sequence[int], block_size: int) -> tuple[Stats, bo
 
 @dataclass
 class TrtllmResult(Result):
-    """torch_engine.Result plus what TensorRT-LLM itself reported for the request (decoding_iter,
+    """requests.Result plus what TensorRT-LLM itself reported for the request (decoding_iter,
     avg_decoded_tokens_per_iter, acceptance counters, per_step: whether stats.taus are per-step values)."""
 
     trtllm_metrics: dict[str, Any] = field(default_factory=dict)
@@ -119,11 +112,11 @@ class EngineDir:
     manifest: dict[str, Any]
     options: dict[str, Any]
     quantization: str
-    block_size: int
+    verify_len: int
 
     @classmethod
     def load(cls, engine_dir: str | os.PathLike) -> "EngineDir":
-        from dflash_trt.manifest import load_manifest, manifest_path, resolve
+        from dflash_trt.manifest import load_manifest, manifest_path, resolve, runtime_verify_len
 
         path = Path(engine_dir)
         mpath = path / "manifest.json"
@@ -139,12 +132,12 @@ class EngineDir:
         options = dict(options, model=str(resolve(path, options["model"])))
         drafter = manifest.get("drafter") or {}
         quantization = drafter.get("quantization", "none")
-        block = (manifest.get("runtime") or {}).get("block_size")
+        k = runtime_verify_len(manifest)
         if isinstance(spec, dict):
-            block = int(spec.get("max_draft_len", 0)) + 1
-        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-            raise ConfigError(f"{mpath}: field 'runtime.block_size' must be an integer >= 2, got {block!r}")
-        return cls(path, manifest, options, quantization, block)
+            k = int(spec.get("max_draft_len", 0)) + 1
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"{mpath}: field 'runtime.verify_len' must be an integer >= 2, got {k!r}")
+        return cls(path, manifest, options, quantization, k)
 
 
 # ---- the engine ------------------------------------------------------------------------------------------------------
@@ -158,7 +151,7 @@ class TrtllmEngine:
         self.options = options
         spec = options.get("speculative_config")
         self.spec = isinstance(spec, dict)
-        self.block_size = int(spec["max_draft_len"]) + 1 if self.spec else 1
+        self.verify_len = int(spec["max_draft_len"]) + 1 if self.spec else 1
         self.max_batch_size = int(options.get("max_batch_size") or 1)
         self.max_seq_len = int(options.get("max_seq_len") or 0) or None
         self.target_cfg = target_cfg if target_cfg is not None else ckpt.load_target_config(options["model"])
@@ -207,7 +200,7 @@ class TrtllmEngine:
             raise ConfigError(f"TensorRT-LLM refused the LLM API options: {msg[:500]}") from None
         tok = None
         if tokenizer:
-            from dflash_trt.engines.torch_engine import load_tokenizer
+            from dflash_trt.checkpoint import load_tokenizer
 
             tok = load_tokenizer(options["model"])
         return cls(llm, options, tokenizer=tok, target_cfg=target_cfg)
@@ -226,70 +219,48 @@ class TrtllmEngine:
     # ---- public API (same as TorchEngine) ----------------------------------------------------------------------------
 
     def generate(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 *, block_size: int | None = None, use_drafter: bool = True) -> list[TrtllmResult]:
-        results: list[TrtllmResult | None] = [None] * len(prompts)
-        for _ in self._run(prompts, params, block_size, use_drafter, results):
+                 *, verify_len: int | None = None, use_drafter: bool = True,
+                 block_size: int | None = None) -> list[TrtllmResult]:
+        results: list[TrtllmResult | None] = [None] * len(prompts) if isinstance(prompts, Sequence) else []
+        for _ in self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results):
             pass
         return results  # type: ignore[return-value]
 
     def stream(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
-               *, block_size: int | None = None, use_drafter: bool = True):
-        """Yields torch_engine.StepEvent-shaped events (index, token_ids, finished) as TensorRT-LLM returns them."""
-        yield from self._run(prompts, params, block_size, use_drafter, [None] * len(prompts))
+               *, verify_len: int | None = None, use_drafter: bool = True, block_size: int | None = None):
+        """Yields StepEvents (index, token_ids, finished) as TensorRT-LLM returns them."""
+        results: list[TrtllmResult | None] = [None] * len(prompts) if isinstance(prompts, Sequence) else []
+        yield from self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results)
 
     # ---- internals ---------------------------------------------------------------------------------------------------
 
-    def _encode(self, prompt) -> list[int]:
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise RequestError("a text prompt needs a tokenizer; the target directory has none: pass token ids")
-            ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        else:
-            ids = [int(t) for t in prompt]
-        vocab = self.target_cfg.vocab_size
-        if not ids:
-            raise RequestError("prompt is empty: give at least one token")
-        if any(not 0 <= t < vocab for t in ids):
-            raise RequestError(f"prompt has token ids outside the vocabulary 0..{vocab - 1}")
-        return ids
-
-    def _check_mode(self, block_size, use_drafter) -> None:
+    def _check_mode(self, verify_len, use_drafter) -> None:
         if bool(use_drafter) != self.spec:
             raise RequestError(
                 f"this TensorRT-LLM engine was opened {'with' if self.spec else 'without'} the drafter; use_drafter="
                 f"{use_drafter} needs another engine: TrtllmEngine.from_engine_dir(dir, use_drafter={bool(use_drafter)})")
-        if block_size is not None and block_size != self.block_size:
-            raise RequestError(f"block_size {block_size} differs from the engine's {self.block_size} (TensorRT-LLM fixes "
-                               f"max_draft_len when the engine is built): omit it or rebuild with runtime.block_size "
-                               f"{block_size}")
+        if verify_len is not None and verify_len != self.verify_len:
+            raise RequestError(f"verify_len {verify_len} differs from the engine's {self.verify_len} (TensorRT-LLM fixes "
+                               f"max_draft_len when the engine is built): omit it or rebuild with runtime.verify_len "
+                               f"{verify_len}")
 
-    def _run(self, prompts, params, block_size, use_drafter, results) -> Iterator:
+    def _run(self, prompts, params, verify_len, use_drafter, results) -> Iterator:
         if self.llm is None:
             raise RequestError("this engine was shut down; open a new one")
-        if isinstance(prompts, (str, bytes)):
-            raise RequestError("prompts must be a list of prompts (wrap a single prompt in a list)")
-        self._check_mode(block_size, use_drafter)
-        n = len(prompts)
-        plist = list(params) if isinstance(params, (list, tuple)) else [params or SamplingParams()] * n
-        if len(plist) != n:
-            raise RequestError(f"got {n} prompts but {len(plist)} SamplingParams; pass one, or one per prompt")
-        for p in plist:
-            p.validate(self.target_cfg.vocab_size)
-        encoded = [self._encode(p) for p in prompts]
-        if self.max_seq_len is not None:
-            for i, (ids, p) in enumerate(zip(encoded, plist)):
-                if len(ids) + p.max_new_tokens > self.max_seq_len:
-                    raise RequestError(f"prompt {i}: {len(ids)} prompt tokens + max_new_tokens {p.max_new_tokens} "
-                                       f"exceeds max_seq_len {self.max_seq_len}; shorten the prompt, lower "
-                                       f"max_new_tokens or rebuild with a larger runtime.max_seq_len")
+        plist = per_prompt_params(prompts, params)
+        self._check_mode(verify_len, use_drafter)
+        cfg = self.target_cfg
+        reqs = [prepare_request(i, prompt, p, tokenizer=self.tokenizer, vocab_size=cfg.vocab_size,
+                                eos_token_ids=cfg.eos_token_ids, max_seq_len=self.max_seq_len, label=f"prompt {i}")
+                for i, (prompt, p) in enumerate(zip(prompts, plist))]
+        n = len(reqs)
         from tensorrt_llm import SamplingParams as TrtSamplingParams
 
-        eos = list(self.target_cfg.eos_token_ids)
-        seeds = [p.resolved_seed() for p in plist]
+        eos = list(cfg.eos_token_ids)
         events: queue.Queue = queue.Queue()
         t0 = time.perf_counter()
-        handles = [self.llm.generate_async(ids, sampling_params=TrtSamplingParams(**to_trtllm_sampling_kwargs(p, eos, s)),
-                                           streaming=True) for ids, p, s in zip(encoded, plist, seeds)]
+        handles = [self.llm.generate_async(r.ids, streaming=True, sampling_params=TrtSamplingParams(
+            **to_trtllm_sampling_kwargs(r.params, eos, r.seed))) for r in reqs]
 
         def pump(i: int, handle) -> None:  # one thread per request: iterating a streaming result blocks
             try:
@@ -337,17 +308,16 @@ class TrtllmEngine:
         for th in threads:
             th.join(timeout=5)
 
-        stop_sets = [set(stop_token_ids(p, eos)) for p in plist]
-        for i in range(n):
-            stats, per_step = stats_from_deltas(deltas[i], self.block_size)
+        for i, r in enumerate(reqs):
+            stats, per_step = stats_from_deltas(deltas[i], self.verify_len)
             start = first_t[i] if first_t[i] is not None else t0
             stats.prefill_s, stats.decode_s = start - t0, last_t[i] - start
             out = final[i]
             comp = out.outputs[0] if out is not None else None
             reason = getattr(comp, "finish_reason", None)
             if reason not in ("stop", "length"):
-                reason = "stop" if tokens[i] and tokens[i][-1] in stop_sets[i] else "length"
-            metrics = {"per_step": per_step, "seed": seeds[i]}
+                reason = finish_reason(tokens[i], r.stops)
+            metrics = {"per_step": per_step, "seed": r.seed}
             for name in ("decoding_iter", "avg_decoded_tokens_per_iter"):
                 if getattr(out, name, None) is not None:
                     metrics[name] = getattr(out, name)
@@ -356,7 +326,7 @@ class TrtllmEngine:
                 if getattr(spec, name, None) is not None:
                     metrics[name] = getattr(spec, name)
             text = self.tokenizer.decode(tokens[i], skip_special_tokens=True) if self.tokenizer is not None else None
-            results[i] = TrtllmResult(tokens[i], text, reason, stats, encoded[i], metrics)
+            results[i] = TrtllmResult(tokens[i], text, reason, stats, r.ids, trtllm_metrics=metrics)
 
 
 def _abort(handle) -> None:
@@ -379,26 +349,26 @@ class TrtllmBenchEngines:
     def __init__(self, engine_dir: str | os.PathLike):
         ed = EngineDir.load(engine_dir)  # bad directories fail here, before TensorRT-LLM is imported
         self.engine_dir = Path(engine_dir)
-        self.drafter_block_size = ed.block_size  # K is fixed per engine: bench's default and only block size
+        self.verify_len = ed.verify_len  # K is fixed per engine: bench's default and only verify length
         self.max_batch_size = int(ed.options.get("max_batch_size") or 1)
         self.max_seq_len = int(ed.options.get("max_seq_len") or 2048)
         self.dtype_name = str(ed.options.get("dtype", "auto"))
         import torch
 
         self.device = torch.device("cuda")
-        from dflash_trt.engines.torch_engine import load_tokenizer
+        from dflash_trt.checkpoint import load_tokenizer
 
         self.tokenizer = load_tokenizer(ed.options["model"])
         self._engine: TrtllmEngine | None = None
         self._spec: bool | None = None
 
-    def generate(self, prompts, params=None, *, block_size: int | None = None, use_drafter: bool = True):
+    def generate(self, prompts, params=None, *, verify_len: int | None = None, use_drafter: bool = True):
         if self._spec is not bool(use_drafter):
             self.shutdown()
             self._engine = TrtllmEngine.from_engine_dir(self.engine_dir, use_drafter=use_drafter, tokenizer=False)
             self._engine.tokenizer = self.tokenizer
             self._spec = bool(use_drafter)
-        return self._engine.generate(prompts, params, block_size=block_size if use_drafter else None,
+        return self._engine.generate(prompts, params, verify_len=verify_len if use_drafter else None,
                                      use_drafter=use_drafter)
 
     def shutdown(self) -> None:

@@ -17,7 +17,7 @@ Facts used here (TensorRT-LLM source, file @ commit as read):
   (default 1) is how many iterations one streamed response covers.
 * _torch/speculative/dflash.py @ 00679c66c3e38f6d2651ad0a5bef0f94d862e36c: the drafter block the worker computes must
   fit the checkpoint's trained `block_size`, and a step verifies K drafts + 1 bonus, so max_draft_len = K - 1 where
-  K = our verified slots per step (runtime.block_size <= drafter block_size).
+  K = our verified slots per step (runtime.verify_len <= drafter block_size).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from dflash_trt.errors import ConfigError
+from dflash_trt.capabilities import FP8_MIN_CAPABILITY, NVFP4_MIN_CAPABILITY
 
 LLM_API_OPTIONS_NAME = "llm_api_options.yaml"
 TRTLLM_SOURCE_COMMIT = "0004396720054fd8e205cbf616f21f0b57c6b412"  # llm_args.py the field sheet was taken from
@@ -38,7 +39,7 @@ TRTLLM_DTYPES = ("auto", "bfloat16", "float16")
 #         attention is FlashAttention, also sm_80+.
 #  fp8  : FP8 tensor cores exist from Ada (sm_89) and Hopper (sm_90) on.
 #  nvfp4: FP4 tensor cores exist from Blackwell (sm_100) on; TensorRT-LLM's NVFP4 GEMMs need them.
-MIN_COMPUTE_CAPABILITY = {"none": (8, 0), "fp8": (8, 9), "nvfp4": (10, 0)}
+MIN_COMPUTE_CAPABILITY = {"none": (8, 0), "fp8": FP8_MIN_CAPABILITY, "nvfp4": NVFP4_MIN_CAPABILITY}
 _GPU_NAMES = {"none": "an Ampere or newer GPU (sm_80+)", "fp8": "an FP8 GPU (sm_89+: Ada, Hopper, Blackwell)",
               "nvfp4": "a Blackwell GPU (sm_100+: B200/GB200/B300, RTX 50xx)"}
 
@@ -55,13 +56,13 @@ def _abs_dir(name: str, value: str | os.PathLike) -> str:
     return str(Path(value).expanduser().absolute())
 
 
-def max_draft_len(block_size: int) -> int:
+def max_draft_len(verify_len: int) -> int:
     """TensorRT-LLM's `max_draft_len` for K verified slots per step (K - 1 drafts + 1 bonus token)."""
-    return _int("runtime.block_size", block_size, 2) - 1
+    return _int("runtime.verify_len", verify_len, 2) - 1
 
 
 def llm_api_options(*, target_dir: str | os.PathLike, drafter_dir: str | os.PathLike | None, max_batch_size: int,
-                    max_seq_len: int, block_size: int, cuda_graph_batch_sizes: Sequence[int],
+                    max_seq_len: int, verify_len: int, cuda_graph_batch_sizes: Sequence[int],
                     kv_cache_free_gpu_memory_fraction: float, tensor_parallel_size: int, dtype: str,
                     mask_token_id: int | None = None, target_layer_ids: Sequence[int] | None = None) -> dict[str, Any]:
     """The LLM API options (a plain dict, YAML-ready) for serving `target_dir` with the DFlash drafter in
@@ -70,7 +71,7 @@ def llm_api_options(*, target_dir: str | os.PathLike, drafter_dir: str | os.Path
     target_dir / drafter_dir   checkpoint directories, written as absolute paths (`model`, `speculative_model`);
                                drafter_dir None gives the plain autoregressive options (no `speculative_config`)
     max_batch_size, max_seq_len, tensor_parallel_size   the LLM fields of the same names
-    block_size                 K, slots verified per step (2..drafter block_size); max_draft_len = K - 1
+    verify_len                 K, slots verified per step (2..drafter block_size); max_draft_len = K - 1
     cuda_graph_batch_sizes     decode batch sizes to capture CUDA graphs for (padding on); [] turns CUDA graphs off
     kv_cache_free_gpu_memory_fraction   kv_cache_config.free_gpu_memory_fraction, in (0, 1]
     dtype                      "auto" | "bfloat16" | "float16" (DFlash's drafter attention runs in 16-bit)
@@ -80,7 +81,7 @@ def llm_api_options(*, target_dir: str | os.PathLike, drafter_dir: str | os.Path
     max_batch_size = _int("runtime.max_batch_size", max_batch_size, 1)
     max_seq_len = _int("runtime.max_seq_len", max_seq_len, 2)
     tensor_parallel_size = _int("runtime.tensor_parallel_size", tensor_parallel_size, 1)
-    k = _int("runtime.block_size", block_size, 2)
+    k = _int("runtime.verify_len", verify_len, 2)
     if dtype not in TRTLLM_DTYPES:
         hint = "; float32 is not served by backend trtllm" if dtype == "float32" else ""
         raise ConfigError(f"runtime.dtype {dtype!r} is not supported by backend trtllm{hint}: use one of {list(TRTLLM_DTYPES)}")

@@ -1,17 +1,17 @@
 """End-of-step bookkeeping of the spec loop (torch reference).
 
-After sample-and-accept, a step of `TorchEngine._run_batch` updates per-slot state in four places:
+After sample-and-accept, a step (`SpecStep._step`, spec/step.py) updates per-slot state in four places:
 
 * the target cache keeps the last token and the accepted drafts: ``lengths[slot] = start + accepted + 1``;
-* the drafter cache commits the context it was fed this step (``_draft``: ``lengths[slot] += context_counts[slot]``,
-  the counts *before* this step's update);
+* the drafter cache commits the context it was fed this step (``lengths[slot] += context_counts[slot]``, the counts
+  *before* this step's update);
 * the features of the verified block become the next context: ``context[slot] = features`` of which only the first
   ``accepted + 1`` rows count, and ``context_counts[slot] = accepted + 1``;
 * the bonus token becomes the next step's last token: ``last[slot] = target_tokens[row, accepted]``.
 
 `commit_step` does all of them at the end of the step, in place; the CUDA kernel (plugins/src/bookkeeping.cuh) is
 one launch for the same thing. Folding the drafter-length update into the end of the step is equivalent to doing it
-right after the drafter forward, as the engine does: nothing in between reads the drafter cache lengths. Rows of the
+right after the drafter forward: nothing in between reads the drafter cache lengths. Rows of the
 context past ``accepted`` keep their old contents (the engine overwrites them with the rejected slots' features);
 the drafter never reads them (it masks context positions at or past ``lengths + counts``).
 """

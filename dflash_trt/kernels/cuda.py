@@ -6,7 +6,7 @@ Ops (torch.ops.dflash.*, made with torch.library.custom_op, with fake implementa
         -> (target_tokens, accepted, num_emitted, finished)      = kernels.sample_accept.sample_accept
     prepare_block(last_tokens, starts, mask_token_id, block_size) -> (ids, positions)  = block_draft.prepare_block
     drafts_to_verify(last_tokens, draft_logits, starts) -> (verify_ids, drafts, verify_positions)
-        = block_draft.drafts_to_verify_input, plus the verify positions starts + 0..k-1
+        = block_draft.drafts_to_verify (drafts_to_verify_input plus the verify positions)
     commit_step(accepted, slots, starts, target_lengths, features, context, context_counts, drafter_lengths,
                 target_tokens, last_tokens) -> None, in place     = kernels.bookkeeping.commit_step
 
@@ -364,19 +364,11 @@ def prepare_block(last_tokens: torch.Tensor, starts: torch.Tensor, mask_token_id
     return torch.ops.dflash.prepare_block(last_tokens, starts, int(mask_token_id), int(block_size))
 
 
-def drafts_to_verify_reference(last_tokens: torch.Tensor, draft_logits: torch.Tensor, starts: torch.Tensor):
-    """Torch reference of the drafts_to_verify kernel: block_draft.drafts_to_verify_input plus the positions of the
-    verify input, starts + 0..k-1 (the last token sits at `start`)."""
-    verify_ids, drafts = _block_ref.drafts_to_verify_input(last_tokens, draft_logits)
-    positions = starts[:, None] + torch.arange(verify_ids.shape[1], device=starts.device)
-    return verify_ids, drafts, positions
-
-
 @torch.library.custom_op("dflash::drafts_to_verify", mutates_args=())
 def _drafts_to_verify_op(last_tokens: torch.Tensor, draft_logits: torch.Tensor,
                          starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if not draft_logits.is_cuda:
-        return drafts_to_verify_reference(last_tokens, draft_logits, starts)
+        return _block_ref.drafts_to_verify(last_tokens, draft_logits, starts)
     lib = _lib_for(last_tokens, draft_logits, starts)
     with torch.cuda.device(draft_logits.device):
         return _drafts_to_verify_lib(lib, _stream(draft_logits.device), last_tokens, draft_logits, starts)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from dflash_trt import checkpoint as ckpt
-from dflash_trt.models.kv_cache import KVCache
+from dflash_trt.models.kv_cache import KVCache, slot_view
 from dflash_trt.models.layers import RMSNorm, RotaryEmbedding, attention
 from dflash_trt.models.quant import QuantLinear
 from dflash_trt.models.target import DecoderLayer
@@ -69,6 +69,13 @@ class DFlashDrafter(nn.Module):
         model.rotary.to(device)
         return model.eval()
 
+    def fuse(self) -> "DFlashDrafter":
+        """Inference layout (see TargetModel.fuse); layers quantized by ModelOpt or loaded quantized keep theirs."""
+        for layer in self.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
+        return self
+
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         ckpt.save_drafter(directory, self.cfg, dict(self.state_dict()))
 
@@ -78,13 +85,15 @@ class DFlashDrafter(nn.Module):
                        weight.dtype, device or weight.device)
 
     def forward(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
-                context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor, max_length: int | None = None) -> torch.Tensor:
+                context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor, max_length: int | None = None,
+                host_slots: list[int] | None = None) -> torch.Tensor:
         """One draft for N sequences.
 
         block_embeds [N, B, H]: target embeddings of the block tokens; block_positions [N, B]: their absolute positions.
         context [N, C, n*H]: target features of the newly verified tokens (right-padded), context_counts [N] how many
         of them are real. Their K/V go into `cache` at each slot's current length; the caller then commits
-        lengths += context_counts. max_length: host-side max of lengths + counts, if known (saves a sync).
+        lengths += context_counts. max_length: host-side max of lengths + counts, if known (saves a sync). host_slots:
+        `slots` as a host list, if known (consecutive slots are then read from the cache without a copy).
         Returns the final-normed hidden states [N, B, H]; slot i >= 1 predicts the token at block_positions[:, i].
         """
         n, b, _ = block_embeds.shape
@@ -102,11 +111,12 @@ class DFlashDrafter(nn.Module):
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
         h = block_embeds
+        where, rows = cache.where(slots, context_positions), slot_view(slots, host_slots)
         for i, layer in enumerate(self.layers):
             if c:
                 k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)  # KV injection: this layer's own k/v_proj
-                cache.write(i, slots, context_positions, k_ctx, v_ctx)
-            k_ctx, v_ctx = cache.read(i, slots, upto)
+                cache.write(i, where, k_ctx, v_ctx)
+            k_ctx, v_ctx = cache.read(i, rows, upto)
             h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible)
         return self.norm(h)
 
@@ -119,9 +129,10 @@ class DFlashDrafter(nn.Module):
         positions = start[:, None] + torch.arange(context.shape[1], device=context.device)
         features = self.hidden_norm(self.fc(context))
         cos, sin = self.rotary(positions, self.norm.weight.dtype)
+        where = cache.where(slots, positions)
         for i, layer in enumerate(self.layers):
             k_ctx, v_ctx = layer.self_attn.project_kv(features, cos, sin)
-            cache.write(i, slots, positions, k_ctx, v_ctx)
+            cache.write(i, where, k_ctx, v_ctx)
 
     def forward_train(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
                       context_positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -145,8 +156,7 @@ class DFlashDrafter(nn.Module):
         """One decoder layer for the block tokens: queries from the block only, keys/values = context ++ block."""
         attn = layer.self_attn
         x = layer.input_layernorm(h)
-        k_blk, v_blk = attn.project_kv(x, cos_b, sin_b)
-        q = attn.project_q(x, cos_b, sin_b)
+        q, k_blk, v_blk = attn.project_qkv(x, cos_b, sin_b)
         out = attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale)
         h = h + attn.o_proj(out)
         return h + layer.mlp(layer.post_attention_layernorm(h))

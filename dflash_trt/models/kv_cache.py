@@ -16,6 +16,7 @@ class KVCache:
         shape = (num_layers, max_batch, capacity, kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.k_layers, self.v_layers = self.k.unbind(0), self.v.unbind(0)  # per-layer views, made once
         self.lengths = torch.zeros(max_batch, dtype=torch.long, device=device)
         self.capacity = capacity
 
@@ -23,15 +24,20 @@ class KVCache:
     def max_batch(self) -> int:
         return self.k.shape[1]
 
-    def write(self, layer: int, slots: torch.Tensor, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """k/v [N, T, Hkv, D] into slots [N] at positions [N, T]."""
-        index = (slots[:, None], positions)
-        self.k[layer].index_put_(index, k)
-        self.v[layer].index_put_(index, v)
+    @staticmethod
+    def where(slots: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The write index of slots [N] at positions [N, T], made once per forward for every layer's `write`."""
+        return slots[:, None], positions
 
-    def read(self, layer: int, slots: torch.Tensor, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The first `upto` positions of each slot: [N, upto, Hkv, D] (entries past a slot's length are masked by the caller)."""
-        return self.k[layer, slots, :upto], self.v[layer, slots, :upto]
+    def write(self, layer: int, where: tuple[torch.Tensor, torch.Tensor], k: torch.Tensor, v: torch.Tensor) -> None:
+        """k/v [N, T, Hkv, D] into the slots at the positions of `where` (KVCache.where(slots, positions))."""
+        self.k_layers[layer].index_put_(where, k)
+        self.v_layers[layer].index_put_(where, v)
+
+    def read(self, layer: int, slots: torch.Tensor | slice, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first `upto` positions of each slot: [N, upto, Hkv, D] (entries past a slot's length are masked by the
+        caller). `slots` may be a slice (consecutive slots): then the result is a view, nothing is copied."""
+        return self.k_layers[layer][slots, :upto], self.v_layers[layer][slots, :upto]
 
     def set_lengths(self, slots: torch.Tensor, lengths: torch.Tensor) -> None:
         """Commit (or crop to) `lengths` for `slots`."""
@@ -39,3 +45,11 @@ class KVCache:
 
     def reset(self) -> None:
         self.lengths.zero_()
+
+
+def slot_view(slots: torch.Tensor, host_slots: list[int] | None) -> torch.Tensor | slice:
+    """How a forward reads the cache rows of `slots`: a slice when the caller knows (host_slots) they are consecutive,
+    else the index tensor."""
+    if host_slots and host_slots == list(range(host_slots[0], host_slots[0] + len(host_slots))):
+        return slice(host_slots[0], host_slots[0] + len(host_slots))
+    return slots

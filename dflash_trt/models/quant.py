@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dflash_trt.capabilities import FP8_MIN_CAPABILITY
+
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 NVFP4_GROUP = 16
@@ -90,7 +92,8 @@ def fake_quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor) -> torch.Tenso
 
 
 def fp8_matmul_supported(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9) and hasattr(torch, "_scaled_mm")
+    return (device.type == "cuda" and torch.cuda.get_device_capability(device) >= FP8_MIN_CAPABILITY
+            and hasattr(torch, "_scaled_mm"))
 
 
 class QuantLinear(nn.Module):

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from dflash_trt import checkpoint as ckpt
-from dflash_trt.models.kv_cache import KVCache
+from dflash_trt.models.kv_cache import KVCache, slot_view
 from dflash_trt.models.layers import Attention, RMSNorm, RotaryEmbedding, SwiGLU, attention
 
 
@@ -70,6 +70,14 @@ class TargetModel(nn.Module):
         model.rotary.to(device)
         return model.eval()
 
+    def fuse(self) -> "TargetModel":
+        """Inference layout: one GEMM for q/k/v and one for gate/up per layer (weights become views of the fused
+        tensors; numerics unchanged). The engine calls it once after loading."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
+        return self
+
     # ---- what the drafter borrows ----------------------------------------------------------------------------------
 
     def embed(self, token_ids: torch.Tensor) -> torch.Tensor:
@@ -86,13 +94,15 @@ class TargetModel(nn.Module):
     # ---- forward ---------------------------------------------------------------------------------------------------
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor, *,
-                logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None):
+                logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
+                host_slots: list[int] | None = None):
         """Run T new tokens per sequence.
 
         input_ids [N, T]: sequence n's tokens go to positions cache.lengths[slots[n]] + 0..T-1 (right padding is fine:
         padded entries land past the valid ones, causality hides them, and the caller's `set_lengths` never keeps them).
         logits_at [N, K]: which of the T positions need logits (default: all) — prefill only needs the last one.
-        max_length: the host-side max of lengths + T if the caller knows it (saves a device sync).
+        max_length: the host-side max of lengths + T if the caller knows it (saves a device sync). host_slots: `slots`
+        as a host list, if the caller has it (consecutive slots are then read from the cache without a copy).
         Returns (logits [N, K, V], features [N, T, len(tap_layer_ids) * hidden] or None). Lengths are not advanced.
         """
         n, t = input_ids.shape
@@ -103,13 +113,13 @@ class TargetModel(nn.Module):
         visible = key_positions[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
         h = self.embed(input_ids)
         cos, sin = self.rotary(positions, h.dtype)
+        where, rows = cache.where(slots, positions), slot_view(slots, host_slots)
         taps: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):
             x = layer.input_layernorm(h)
-            q = layer.self_attn.project_q(x, cos, sin)
-            k, v = layer.self_attn.project_kv(x, cos, sin)
-            cache.write(i, slots, positions, k, v)
-            keys, values = cache.read(i, slots, upto)
+            q, k, v = layer.self_attn.project_qkv(x, cos, sin)
+            cache.write(i, where, k, v)
+            keys, values = cache.read(i, rows, upto)
             h = h + layer.self_attn.o_proj(attention(q, keys, values, visible, layer.self_attn.scale))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if tap and i in self.tap_layer_ids:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from dflash_trt.errors import ConfigError
+
+TEMP_REPOSITORY_PREFIX = "dflash-triton-"
 
 
 def add_serve_parser(sub) -> None:
@@ -24,11 +28,18 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--model-repository", help="where to write the model repository (default: a temporary directory; "
                                               "with --engine-dir: the one the build wrote, rewritten if missing)")
     p.add_argument("--max-batch-size", type=int, default=None, help="requests decoded together (default 8, or the manifest's)")
-    p.add_argument("--max-seq-len", type=int, default=None, help="prompt + new tokens per request (default 2048, or the manifest's)")
-    p.add_argument("--block-size", type=int, default=None, help="slots verified per step (default: the drafter's block)")
+    p.add_argument("--max-seq-len", type=int, default=None, help="prompt + new tokens per request (default: the manifest's, else 2048 or the "
+                                                                        "target's max_position_embeddings if smaller)")
+    p.add_argument("--verify-len", type=int, default=None,
+                   help="K, block slots the target verifies per step (default: the manifest's, else the drafter's block)")
+    p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto, or the manifest's)")
     p.add_argument("--dtype", default=None, help="auto, float32, bfloat16 or float16 (default auto, or the manifest's)")
     p.add_argument("--no-draft", action="store_true", help="serve plain autoregressive decoding (same engine)")
+    p.add_argument("--decode-loop", choices=["host", "device"], default=None,
+                   help="host: one host read per step (default); device: --steps-per-sync steps per host read (CUDA "
+                        "graphs + plugin kernels on a GPU)")
+    p.add_argument("--steps-per-sync", type=int, default=None, help="steps per host read with --decode-loop device")
     p.add_argument("--torch-threads", type=int, default=0,
                    help="torch intra-op threads in the model process (0 = torch's default; 1 is best on a busy CPU)")
     p.add_argument("--instance-count", type=int, default=1, help="model instances (each loads its own engine)")
@@ -44,9 +55,10 @@ def _port(name: str, value: int, allow_zero: bool = False) -> None:
 
 def read_manifest(engine_dir: str | os.PathLike) -> dict:
     """manifest.json of an engine directory (docs/engine-dir.md), with target/drafter/repository paths made absolute."""
-    from dflash_trt.manifest import load_manifest, manifest_path
+    from dflash_trt.manifest import load_manifest, manifest_path, verify_files
 
     manifest = load_manifest(engine_dir)
+    verify_files(manifest, engine_dir)
     manifest["_target"] = str(manifest_path(manifest, engine_dir, "target").resolve())
     manifest["_drafter"] = str(manifest_path(manifest, engine_dir, "drafter").resolve())
     repo = manifest_path(manifest, engine_dir, "triton", "model_repository", required=False)
@@ -72,7 +84,6 @@ def trtllm_serve_command(engine_dir: str | os.PathLike, manifest: dict, host: st
 def serve_trtllm(args, manifest: dict) -> int:
     """A backend-trtllm engine directory is served by TensorRT-LLM itself (OpenAI-compatible HTTP on --http-port:
     /v1/completions, /v1/chat/completions, /health, /metrics); dflash-trt runs it and stops it on Ctrl-C."""
-    import shutil
     import subprocess
 
     executable = shutil.which("trtllm-serve")
@@ -83,7 +94,9 @@ def serve_trtllm(args, manifest: dict) -> int:
                           f"tensorrt_llm on a GPU host); the command would be: {cmd}")
     cmd = trtllm_serve_command(args.engine_dir, manifest, args.host, args.http_port, executable)
     print(f"dflash-trt serve: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd)
+    from dflash_trt.serve.child import die_with_parent
+
+    proc = subprocess.Popen(cmd, preexec_fn=die_with_parent())
 
     def on_signal(signum, frame):  # SIGINT / SIGTERM (docker stop): stop trtllm-serve cleanly, then exit
         raise KeyboardInterrupt
@@ -116,7 +129,12 @@ def serve(args) -> int:
         raise ConfigError("--http-port, --grpc-port and --metrics-port must differ")
     if args.torch_threads < 0:
         raise ConfigError(f"--torch-threads must be >= 0 (0 = torch's default), got {args.torch_threads}")
+    from dflash_trt.engines.requests import verify_len_from
+    from dflash_trt.manifest import runtime_verify_len
+
+    verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     runtime: dict = {}
+    manifest = None
     repository = Path(args.model_repository) if args.model_repository else None
     if args.engine_dir:
         if args.target or args.drafter:
@@ -149,17 +167,22 @@ def serve(args) -> int:
 
     options = dict(target=target, drafter=None if args.no_draft else drafter,
                    max_batch_size=int(pick(args.max_batch_size, "max_batch_size", 8)),
-                   max_seq_len=int(pick(args.max_seq_len, "max_seq_len", 2048)),
+                   max_seq_len=pick(args.max_seq_len, "max_seq_len", None),
                    device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
-                   block_size=pick(args.block_size, "block_size", None), instance_count=args.instance_count,
-                   speculative=not args.no_draft, torch_num_threads=args.torch_threads)
+                   verify_len=verify_len if verify_len is not None else runtime_verify_len(manifest or {}),
+                   instance_count=args.instance_count,
+                   speculative=not args.no_draft, torch_num_threads=args.torch_threads,
+                   decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4)
     tmp = None
-    if repository is None:
-        tmp = tempfile.TemporaryDirectory(prefix="dflash-triton-")
-        repository = Path(tmp.name) / "model_repository"
+    if repository is None:  # named with our pid: a later serve removes it if this one is killed before cleaning up
+        from dflash_trt.tempdirs import make_tempdir
+
+        tmp = make_tempdir(tempfile.gettempdir(), TEMP_REPOSITORY_PREFIX)
+        repository = tmp / "model_repository"
     # An engine dir's repository is reused as the build wrote it unless an option overrides it or it is missing.
-    overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, args.block_size, args.device,
-                                            args.dtype)) or args.no_draft or args.torch_threads > 0
+    overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.device,
+                                            args.dtype, args.decode_loop, args.steps_per_sync)) or args.no_draft \
+        or args.torch_threads > 0
     if not (args.engine_dir and (repository / MODEL_NAME / "config.pbtxt").is_file() and not overrides):
         write_model_repository(repository, **options)
     install = find_tritonserver()
@@ -189,4 +212,4 @@ def serve(args) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         if tmp is not None:
-            tmp.cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -12,6 +12,8 @@ and (seed, p) — not on the batch, the step, or how many drafts were verified w
 
 from __future__ import annotations
 
+import math
+import numbers
 import secrets
 from dataclasses import dataclass, field
 
@@ -20,6 +22,7 @@ import torch
 from dflash_trt.errors import RequestError
 
 _U32 = 0xFFFFFFFF
+SEED_MAX = 2**63 - 1  # seeds live in int64 device tensors: 0..2^63-1 (a larger UINT64 from a server is refused)
 
 
 @dataclass
@@ -32,24 +35,45 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
     ignore_eos: bool = False
 
-    def validate(self, vocab_size: int | None = None) -> "SamplingParams":
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise RequestError(f"SamplingParams.max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
-            raise RequestError(f"SamplingParams.temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise RequestError(f"SamplingParams.top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise RequestError(f"SamplingParams.top_p must be in (0, 1] (1 = off), got {self.top_p!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
-            raise RequestError(f"SamplingParams.seed must be a non-negative integer or None, got {self.seed!r}")
+    def validate(self, vocab_size: int | None = None, field_names: dict[str, str] | None = None) -> "SamplingParams":
+        """One RequestError naming the field, for anything but the documented ranges: max_new_tokens an integer
+        >= 1; temperature a finite number >= 0; top_k an integer >= 0; top_p a number in (0, 1]; seed None or an
+        integer in 0..2^63-1 (SEED_MAX); stop_token_ids a list of token ids; ignore_eos a bool. `field_names` maps
+        field names to what the caller's API calls them (a server's request fields), for the messages."""
+        def name(f: str) -> str:
+            return (field_names or {}).get(f, f"SamplingParams.{f}")
+
+        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise RequestError(f"{name('max_new_tokens')} must be an integer >= 1, got {self.max_new_tokens!r}")
+        if not _is_real(self.temperature) or not 0 <= self.temperature < math.inf:
+            raise RequestError(f"{name('temperature')} must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
+        if not _is_int(self.top_k) or self.top_k < 0:
+            raise RequestError(f"{name('top_k')} must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
+            raise RequestError(f"{name('top_p')} must be in (0, 1] (1 = off), got {self.top_p!r}")
+        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed <= SEED_MAX):
+            raise RequestError(f"{name('seed')} must be None or an integer in 0..{SEED_MAX} (2^63 - 1), got {self.seed!r}")
+        if isinstance(self.stop_token_ids, (str, bytes)) or not isinstance(self.stop_token_ids, (list, tuple)):
+            raise RequestError(f"{name('stop_token_ids')} must be a list of token ids, got "
+                               f"{type(self.stop_token_ids).__name__}")
         for t in self.stop_token_ids:
-            if not isinstance(t, int) or t < 0 or (vocab_size is not None and t >= vocab_size):
-                raise RequestError(f"SamplingParams.stop_token_ids has {t!r}, not a token id in 0..{(vocab_size or 0) - 1}")
+            if not _is_int(t) or t < 0 or (vocab_size is not None and t >= vocab_size):
+                raise RequestError(f"{name('stop_token_ids')} has {t!r}, not a token id in 0..{(vocab_size or 0) - 1}")
+        if not isinstance(self.ignore_eos, bool):
+            raise RequestError(f"{name('ignore_eos')} must be true or false, got {self.ignore_eos!r}")
         return self
 
     def resolved_seed(self) -> int:
         return self.seed if self.seed is not None else secrets.randbits(63)
+
+
+def _is_int(x) -> bool:
+    """An integer, not a bool (True is an int in Python, never a token id or a count here)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Stats:
-    block_size: int = 1  # K: slots verified per step (1 = plain AR)
+    verify_len: int = 1  # K: slots verified per step (1 = plain AR)
     taus: list[int] = field(default_factory=list)  # one per decode step of one sequence
     new_tokens: int = 0
     prefill_s: float = 0.0
@@ -24,7 +24,7 @@ class Stats:
     @property
     def histogram(self) -> list[int]:
         """histogram[t - 1] = number of steps with τ = t, t in 1..K."""
-        counts = [0] * self.block_size
+        counts = [0] * self.verify_len
         for t in self.taus:
             counts[t - 1] += 1
         return counts
@@ -33,8 +33,8 @@ class Stats:
     def per_position_acceptance(self) -> list[float]:
         """[k - 1] = share of steps whose k-th draft was accepted (τ > k), k in 1..K-1."""
         if not self.taus:
-            return [0.0] * (self.block_size - 1)
-        return [sum(t > k for t in self.taus) / len(self.taus) for k in range(1, self.block_size)]
+            return [0.0] * (self.verify_len - 1)
+        return [sum(t > k for t in self.taus) / len(self.taus) for k in range(1, self.verify_len)]
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -43,7 +43,7 @@ class Stats:
     @classmethod
     def merge(cls, parts: list["Stats"]) -> "Stats":
         """Pool the steps of many sequences. Times are summed per batch, so pass one Stats per batch for timings."""
-        merged = cls(block_size=max((p.block_size for p in parts), default=1))
+        merged = cls(verify_len=max((p.verify_len for p in parts), default=1))
         for p in parts:
             merged.taus += p.taus
             merged.new_tokens += p.new_tokens
@@ -53,7 +53,7 @@ class Stats:
 
     def to_dict(self) -> dict:
         return {
-            "block_size": self.block_size,
+            "verify_len": self.verify_len,
             "steps": self.steps,
             "new_tokens": self.new_tokens,
             "mean_tau": self.mean_tau,

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from dflash_trt.engines.requests import raise_if_failed
 from dflash_trt.errors import ConfigError
 
 
@@ -94,9 +95,10 @@ def self_distill(engine, prompts: list[list[int]], max_new_tokens: int, cache_fi
                                                                              max_new_tokens),
                                          temperature=1.0, seed=seed * 1_000_003 + ids[j], ignore_eos=True)
                           for j in sampled]
-                for j, result in zip(sampled, engine.generate([starts[j] for j in sampled], params, use_drafter=False)):
+                results = raise_if_failed(engine.generate([starts[j] for j in sampled], params, use_drafter=False))
+                for j, result in zip(sampled, results):
                     starts[j] += result.token_ids
-            for start, result in zip(starts, engine.generate(starts, greedy, use_drafter=False)):
+            for start, result in zip(starts, raise_if_failed(engine.generate(starts, greedy, use_drafter=False))):
                 tokens = start + result.token_ids
                 done.append((len(start), tokens))
                 out.write(json.dumps({"prompt_len": len(start), "tokens": tokens}) + "\n")

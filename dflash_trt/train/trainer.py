@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -253,7 +252,8 @@ def plot_history(history: History, path: Path) -> None:
 
 
 def train_drafter(cfg: TrainConfig) -> Path:
-    from dflash_trt.engines.torch_engine import TorchEngine, load_tokenizer, resolve_device
+    from dflash_trt.checkpoint import load_tokenizer
+    from dflash_trt.engines.torch_engine import TorchEngine, resolve_device
 
     cfg.validate()
     device = resolve_device(cfg.device)

@@ -27,6 +27,10 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 _STOP = object()
+# SamplingParams fields as this model's inputs name them (in error messages)
+FIELD_NAMES = {"max_new_tokens": "sampling_param_max_tokens", "temperature": "sampling_param_temperature",
+               "top_k": "sampling_param_top_k", "top_p": "sampling_param_top_p", "seed": "sampling_param_seed",
+               "stop_token_ids": "sampling_param_stop_token_ids", "ignore_eos": "sampling_param_ignore_eos"}
 
 
 def _param(params, name, default=None):
@@ -50,18 +54,17 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = config.get("parameters", {})
+        self._input_names = sorted(i["name"] for i in config.get("input", []))
         for path in reversed((_param(params, "python_path", "") or "").split(os.pathsep)):
             if path and path not in sys.path:
                 sys.path.insert(0, path)
         import torch  # noqa: F401  (after the path is set)
 
-        from dflash_trt.engines.scheduler import BatchScheduler
         from dflash_trt.engines.torch_engine import TorchEngine
-        from dflash_trt.errors import DFlashError, RequestError
+        from dflash_trt.errors import DFlashError
         from dflash_trt.spec.sampling import SamplingParams
 
-        self._BatchScheduler, self._DFlashError, self._RequestError = BatchScheduler, DFlashError, RequestError
-        self._SamplingParams = SamplingParams
+        self._DFlashError, self._SamplingParams = DFlashError, SamplingParams
         self.logger = pb_utils.Logger
         threads = int(_param(params, "torch_num_threads", "0"))
         if threads > 0:
@@ -71,7 +74,8 @@ class TritonPythonModel:
         model_dir = args.get("model_repository") or os.getcwd()
         target = os.path.normpath(os.path.join(model_dir, _param(params, "target")))
         drafter = os.path.normpath(os.path.join(model_dir, _param(params, "drafter"))) if self.speculative else None
-        self.block_size = int(_param(params, "block_size", "0")) or None
+        # verify_len: K; older repositories called it block_size
+        self.verify_len = int(_param(params, "verify_len", _param(params, "block_size", "0"))) or None
         self.default_max_tokens = int(_param(params, "default_max_tokens", "128"))
         self.cancel_check_s = float(_param(params, "cancellation_check_period_ms", "20")) / 1000
         device = _param(params, "device", "auto")
@@ -79,20 +83,21 @@ class TritonPythonModel:
             device = f"cuda:{args.get('model_instance_device_id', 0)}"
         self.engine = TorchEngine.from_pretrained(
             target, drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
-            max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "2048")))
+            max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "0")) or None,
+            decode_loop=_param(params, "decode_loop", "host"), steps_per_sync=int(_param(params, "steps_per_sync", "4")))
         self.scheduler = self._new_scheduler()
         self.logger.log_info(f"[dflash] python {sys.version.split()[0]} ({sys.executable}), numpy {np.__version__}, "
                              f"torch {torch.__version__}")
         self.logger.log_info(
             f"[dflash] loaded target={target} drafter={drafter} device={self.engine.device} "
-            f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} block_size={self.scheduler.k}")
+            f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} verify_len={self.scheduler.k}")
         self._queue = queue.Queue()
         self._next_id = 0
         self._thread = threading.Thread(target=self._loop, name="dflash-loop", daemon=True)
         self._thread.start()
 
     def _new_scheduler(self):
-        return self._BatchScheduler(self.engine, block_size=self.block_size, use_drafter=self.speculative)
+        return self.engine.new_scheduler(verify_len=self.verify_len, use_drafter=self.speculative)
 
     # ---- request parsing (Triton's thread) ---------------------------------------------------------------------------
 
@@ -115,7 +120,14 @@ class TritonPythonModel:
 
     def _parse(self, request):
         """Request tensors -> (prompt, SamplingParams, streaming, stop strings). Type/shape problems raise ValueError;
-        value ranges are checked by the scheduler (the same checks generate runs)."""
+        value ranges are checked by the scheduler's add (the request layer: the checks generate runs, the fields named
+        as this model names them)."""
+        # HTTP generate turns JSON keys that are not inputs into request parameters: a misspelled field
+        # (sampling_param_max_token) would be ignored without a word. Triton's own keys (triton_*) are fine.
+        extra = sorted(k for k in json.loads(request.parameters() or "{}") if not k.startswith("triton_"))
+        if extra:
+            raise ValueError(f"unknown field(s) {', '.join(extra)}: this model's inputs are "
+                             f"{', '.join(self._input_names)}")
         text = pb_utils.get_input_tensor_by_name(request, "text_input")
         ids = pb_utils.get_input_tensor_by_name(request, "input_ids")
         if (text is None) == (ids is None):
@@ -147,15 +159,6 @@ class TritonPythonModel:
         top_k = self._scalar(request, "sampling_param_top_k", int)
         top_p = self._scalar(request, "sampling_param_top_p", float)
         seed = self._scalar(request, "sampling_param_seed", int)
-        # Range checks named as the client knows the fields (the engine re-checks them under its own names).
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"sampling_param_max_tokens must be >= 1, got {max_tokens}")
-        if temperature is not None and not temperature >= 0:  # also catches NaN
-            raise ValueError(f"sampling_param_temperature must be >= 0 (0 = greedy), got {temperature}")
-        if top_p is not None and not 0 < top_p <= 1:
-            raise ValueError(f"sampling_param_top_p must be in (0, 1] (1 = off), got {top_p}")
-        if top_k is not None and top_k < 0:
-            raise ValueError(f"sampling_param_top_k must be >= 0 (0 = off), got {top_k}")
         stop_ids = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop_token_ids")
         params = self._SamplingParams(
             max_new_tokens=self.default_max_tokens if max_tokens is None else max_tokens,
@@ -203,7 +206,7 @@ class TritonPythonModel:
                 request, sender, prompt, params, streaming, stops = item
                 rid, self._next_id = self._next_id, self._next_id + 1
                 try:
-                    self.scheduler.add(rid, prompt, params, label="the prompt")
+                    self.scheduler.add(rid, prompt, params, label="the prompt", field_names=FIELD_NAMES)
                 except self._DFlashError as err:
                     self._send_error(sender, f"bad request: {err}")
                     continue
@@ -227,6 +230,9 @@ class TritonPythonModel:
                     state = live.get(event.index)
                     if state is None:
                         continue
+                    if event.finish_reason == "error":  # this request failed (alone): the others go on
+                        self._fail(live.pop(event.index), event.result.error)
+                        continue
                     if state.token_ids:  # not its prefill event: it took part in the decode step just run
                         state.batch_size = max(state.batch_size, self.scheduler.last_batch_size)
                     try:
@@ -235,7 +241,7 @@ class TritonPythonModel:
                         self.logger.log_error(f"[dflash] request {event.index}: {err}")
                         self.scheduler.abort(event.index)
                         live.pop(event.index, None)
-            except Exception as err:  # a failed step leaves the caches in an unknown state: fail the batch, go on
+            except Exception as err:  # not a request's failure (the scheduler isolates those): fail the batch, go on
                 self.logger.log_error(f"[dflash] step failed: {err}\n{traceback.format_exc()}")
                 for rid in list(live):
                     self._fail(live.pop(rid), f"generation failed: {err}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from dflash_trt.errors import ConfigError
+from dflash_trt.tempdirs import make_tempdir
 
 MODEL_NAME = "dflash"
 _TEMPLATE = Path(__file__).with_name("model.py")
@@ -53,9 +53,10 @@ def _quote(value: str) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_seq_len: int, device: str, dtype: str,
-                  block_size: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
-                  speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0) -> str:
+def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_seq_len: int | None, device: str, dtype: str,
+                  verify_len: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
+                  speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0,
+                  decode_loop: str = "host", steps_per_sync: int = 4) -> str:
     """config.pbtxt text for the model (see write_model_repository for the arguments)."""
     # cuda: an instance group on every GPU (each instance loads on its own, see model.py); cuda:N: on GPU N only.
     kind = "KIND_GPU" if str(device).startswith("cuda") else "KIND_CPU"
@@ -77,19 +78,21 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
     ]
     params = {
         "target": target, "drafter": drafter or "", "speculative": "true" if speculative else "false",
-        "device": device, "dtype": dtype, "max_batch_size": max_batch_size, "max_seq_len": max_seq_len,
-        "block_size": block_size or 0, "default_max_tokens": default_max_tokens, "python_path": python_path,
-        "torch_num_threads": torch_num_threads, "cancellation_check_period_ms": 20,
+        "device": device, "dtype": dtype, "max_batch_size": max_batch_size, "max_seq_len": max_seq_len or 0,
+        "verify_len": verify_len or 0, "default_max_tokens": default_max_tokens, "python_path": python_path,
+        "torch_num_threads": torch_num_threads, "cancellation_check_period_ms": 20, "decode_loop": decode_loop,
+        "steps_per_sync": steps_per_sync,
     }
     lines += [f"parameters {{ key: {_quote(k)} value: {{ string_value: {_quote(str(v))} }} }}" for k, v in params.items()]
     return "\n".join(lines) + "\n"
 
 
 def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathLike, drafter: str | os.PathLike | None,
-                           max_batch_size: int = 8, max_seq_len: int = 2048, device: str = "cpu", dtype: str = "auto",
-                           block_size: int | None = None, python_path: str | None = None, instance_count: int = 1,
+                           max_batch_size: int = 8, max_seq_len: int | None = None, device: str = "cpu", dtype: str = "auto",
+                           verify_len: int | None = None, python_path: str | None = None, instance_count: int = 1,
                            model_name: str = MODEL_NAME, speculative: bool = True, default_max_tokens: int = 128,
-                           torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None) -> Path:
+                           torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None,
+                           decode_loop: str = "host", steps_per_sync: int = 4) -> Path:
     """Write (or replace) the Triton model `model_name` in the repository directory `out_dir`; returns `out_dir`.
 
     Layout: ``out_dir/<model_name>/config.pbtxt`` and ``out_dir/<model_name>/1/model.py`` (the Python backend model
@@ -98,13 +101,15 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
 
     target, drafter: checkpoint directories (stored as absolute paths; the drafter may be None when
         ``speculative=False``). max_batch_size: requests decoded together in one step (in-flight batching: more
-        requests wait for a free slot). max_seq_len: prompt + generated tokens per request. device: ``cpu``,
+        requests wait for a free slot). max_seq_len: prompt + generated tokens per request (None: the engine's
+        default, 2048 or the target's max_position_embeddings if smaller). device: ``cpu``,
         ``cuda``, ``cuda:N`` or ``auto``. dtype: ``auto`` (the checkpoint's), ``float32``, ``bfloat16`` or
-        ``float16``. block_size: slots verified per step (None = the drafter's block). python_path: directories
+        ``float16``. verify_len: K, slots verified per step (None = the drafter's block_size). python_path: directories
         (os.pathsep-separated) the backend stub puts first on sys.path so it can import dflash_trt and torch (default:
         the directory holding this dflash_trt package). instance_count: model instances (each loads its own engine).
         default_max_tokens: used when a request has no ``sampling_param_max_tokens``. torch_num_threads: > 0 sets
-        torch's intra-op threads in the model process. engine_dir: the engine directory this repository lives in;
+        torch's intra-op threads in the model process. decode_loop / steps_per_sync: the engine's decode loop ("host":
+        one host read per step; "device": windows of steps_per_sync steps, CUDA graphs on a GPU). engine_dir: the engine directory this repository lives in;
         target/drafter paths inside it are written relative to the model directory, so the engine directory can be
         moved (or written under a temporary name and renamed) without breaking them.
 
@@ -114,11 +119,15 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
     if speculative and not drafter:
         raise ConfigError("write_model_repository: a drafter directory is required unless speculative=False")
     for name, value, low in (("max_batch_size", max_batch_size, 1), ("max_seq_len", max_seq_len, 2),
-                             ("instance_count", instance_count, 1)):
+                             ("instance_count", instance_count, 1), ("steps_per_sync", steps_per_sync, 1)):
+        if value is None and name == "max_seq_len":
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"write_model_repository: {name} must be an integer >= {low}, got {value!r}")
-    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 2):
-        raise ConfigError(f"write_model_repository: block_size must be None or an integer >= 2, got {block_size!r}")
+    if verify_len is not None and (isinstance(verify_len, bool) or not isinstance(verify_len, int) or verify_len < 2):
+        raise ConfigError(f"write_model_repository: verify_len must be None or an integer >= 2, got {verify_len!r}")
+    if decode_loop not in ("host", "device"):
+        raise ConfigError(f"write_model_repository: decode_loop must be 'host' or 'device', got {decode_loop!r}")
     if not str(model_name) or any(c in str(model_name) for c in "/\\ \"'"):
         raise ConfigError(f"write_model_repository: model_name {model_name!r} must be a plain directory name")
     device = str(device)  # "auto" stays "auto": resolved where the model loads (cuda if that machine has one)
@@ -136,20 +145,20 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
 
     config = render_config(
         target=as_written(target), drafter=as_written(drafter) if drafter else None,
-        max_batch_size=max_batch_size, max_seq_len=max_seq_len, device=device, dtype=str(dtype), block_size=block_size,
+        max_batch_size=max_batch_size, max_seq_len=max_seq_len, device=device, dtype=str(dtype), verify_len=verify_len,
         python_path=python_path if python_path is not None else default_python_path(), instance_count=instance_count,
         model_name=model_name, speculative=speculative, default_max_tokens=default_max_tokens,
-        torch_num_threads=torch_num_threads)
+        torch_num_threads=torch_num_threads, decode_loop=decode_loop, steps_per_sync=steps_per_sync)
     out.mkdir(parents=True, exist_ok=True)
     # Atomic per model: build beside it, then swap it in.
-    tmp = Path(tempfile.mkdtemp(prefix=f".{model_name}.", dir=out.parent))  # not in the repository: Triton would see it
+    tmp = make_tempdir(out.parent, f".{model_name}.")  # not in the repository: Triton would see it
     try:
         (tmp / "1").mkdir()
         shutil.copyfile(_TEMPLATE, tmp / "1" / "model.py")
         (tmp / "config.pbtxt").write_text(config)
         final = out / model_name
         if final.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{model_name}.old.", dir=out.parent))
+            old = make_tempdir(out.parent, f".{model_name}.")
             os.replace(final, old / model_name)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dflash_trt.errors import ConfigError
+from dflash_trt.serve.child import die_with_parent
 
 
 @dataclass
@@ -48,12 +49,33 @@ def _lib_path(*dirs: Path | str) -> str:
     return ":".join(dict.fromkeys(parts))
 
 
+def locate_tritonserver() -> dict[str, str | None]:
+    """Where tritonserver and its Python backend are, without preparing anything (what `doctor` reports):
+    {"server", "python_backend", "source"}: the `tritonserver` on PATH or in $TRITON_SERVER_ROOT/bin (a Triton
+    container: its own backends), else the nvidia-pytriton wheel's; server None if there is none."""
+    triton_root = Path(os.environ.get("TRITON_SERVER_ROOT", "/opt/tritonserver"))
+    installed = shutil.which("tritonserver") or (str(triton_root / "bin" / "tritonserver")
+                                                 if (triton_root / "bin" / "tritonserver").is_file() else None)
+    if installed:
+        backend = triton_root / "backends" / "python"
+        return {"server": installed, "python_backend": str(backend) if backend.is_dir() else None,
+                "source": "installed"}
+    root = _pytriton_root()
+    if root is None:
+        return {"server": None, "python_backend": None, "source": None}
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
+    backend = root / "backends" / "python"
+    return {"server": str(root / "bin" / "tritonserver"),
+            "python_backend": str(backend) if backend.is_dir() and stub.is_file() else None, "source": "nvidia-pytriton"}
+
+
 def find_tritonserver(cache_dir: str | os.PathLike | None = None) -> TritonInstall:
-    """`tritonserver` from PATH if there is one (a Triton container: its own backends), else the nvidia-pytriton
-    wheel's, with a Python backend directory assembled for this interpreter. Raises ConfigError if neither exists."""
-    on_path = shutil.which("tritonserver")
-    if on_path:
-        return TritonInstall(Path(on_path))
+    """The `tritonserver` locate_tritonserver finds; for the nvidia-pytriton wheel's, a Python backend directory is
+    assembled for this interpreter. Raises ConfigError if there is none."""
+    found = locate_tritonserver()
+    if found["source"] == "installed":
+        return TritonInstall(Path(found["server"]))
     root = _pytriton_root()
     if root is None:
         raise ConfigError("tritonserver was not found on PATH and the nvidia-pytriton wheel is not installed; "
@@ -179,7 +201,7 @@ class TritonServer:
             self._log = open(self.log_path, "ab")
             out = self._log
         self.process = subprocess.Popen(self.command(), env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=die_with_parent())
         if wait:
             self.wait_ready(timeout)
         return self

@@ -1,0 +1,62 @@
+"""The ops table of the spec step: one set of the four per-step ops, chosen once per engine.
+
+    prepare_block(last, starts, mask_token_id, block_size)   -> (ids [N, B], positions [N, B])
+    drafts_to_verify(last, draft_logits, starts)             -> (verify ids [N, K], drafts [N, K-1], positions [N, K])
+    sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining) -> AcceptResult
+    commit_step(accepted, slots, starts, target_lengths, ...)  in place
+
+`reference_ops()`: the torch references (kernels/block_draft.py, sample_accept.py, bookkeeping.py) — CPU, and CUDA
+without the plugin library. `plugin_ops()`: the CUDA kernels (kernels/cuda.py) on the current stream. `library_ops(lib)`:
+a given plugin library called directly on the tensors' memory — the emulated build the CPU tests run the whole step
+through. `ops_for(device)`: the kernels on a CUDA device where the library loads and runs, else the references.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import torch
+
+from dflash_trt.kernels import block_draft, bookkeeping, sample_accept
+
+
+class StepOps(NamedTuple):
+    name: str  # "reference", "cuda" or "library"
+    prepare_block: Callable
+    drafts_to_verify: Callable
+    sample_accept: Callable
+    commit_step: Callable
+
+
+def reference_ops() -> StepOps:
+    return StepOps("reference", block_draft.prepare_block, block_draft.drafts_to_verify, sample_accept.sample_accept,
+                   bookkeeping.commit_step)
+
+
+def plugin_ops() -> StepOps:
+    from dflash_trt.kernels import cuda
+
+    return StepOps("cuda", cuda.prepare_block, cuda.drafts_to_verify, cuda.sample_accept, cuda.commit_step)
+
+
+def library_ops(lib) -> StepOps:
+    """The library's entry points called with no stream on whatever memory the tensors are in (the emulated build
+    runs the device code on CPU tensors)."""
+    from dflash_trt.kernels import cuda
+
+    def accept(*args):
+        return sample_accept.AcceptResult(*cuda._sample_accept_lib(lib, None, *args))
+
+    return StepOps("library", functools.partial(cuda._prepare_block_lib, lib, None),
+                   functools.partial(cuda._drafts_to_verify_lib, lib, None), accept,
+                   functools.partial(cuda._commit_step_lib, lib, None))
+
+
+def ops_for(device: torch.device) -> StepOps:
+    if device.type == "cuda":
+        from dflash_trt.kernels import cuda
+
+        if cuda.available(device):
+            return plugin_ops()
+    return reference_ops()

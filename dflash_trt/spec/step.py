@@ -1,0 +1,297 @@
+"""The speculative step, once: prefill and draft -> verify -> accept -> bookkeeping for any set of slots, run as a
+window of N steps with one host read at its end (N = 1: the host-synchronised loop; N > 1: the device loop).
+
+`SpecStep` owns the target's and the drafter's KV caches and every per-slot input and output of a step, in buffers
+allocated once for `max_batch_size` slots:
+
+    per slot   last verified token, drafter context (K rows of the target's tap features) + count, sampling state
+               (temperature, top_k, top_p, key), stop ids (MAX_STOP_IDS wide, -1 padded), token budget, tokens
+               produced, done flag, output tokens [max_seq_len (+ a dump area)], the window's τ log
+    prefill    the prompt (or prompt + tokens already emitted) into the target cache, the first token sampled, and the
+               prompt's tap features taken straight into the drafter cache (`DFlashDrafter.ingest`), so a decode step
+               never carries more than K context rows
+    one step   prepare_block -> drafter -> drafts_to_verify -> target verify -> sample_accept -> append the emitted
+               tokens to the slot's output row -> commit_step (crop both caches, next context, bonus token)
+
+The four per-step ops come from one ops table (`kernels.ops`: the CUDA kernels where the plugin library runs, the
+torch references otherwise). A step reads and writes only these buffers and the caches, never the host, so a window
+of steps needs no synchronisation and each step is capturable. On CUDA with `cuda_graphs`, the batch is padded to a
+bucket of slots and attention runs over a length bucket, and each (K, bucket, length) step is captured once, in the
+step's graph cache, and replayed; elsewhere a step runs eagerly over exactly the given slots and their live length.
+Rows that finish inside a window (a stop token, the budget) are frozen on the device: they emit nothing more and their
+caches do not advance. `window` ends with one host read of everything the scheduler needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dflash_trt.kernels.ops import StepOps, ops_for
+from dflash_trt.spec.sampling import seed_keys
+
+MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
+MIN_LENGTH_BUCKET = 64
+
+
+def bucket_sizes(max_batch_size: int) -> list[int]:
+    """Batch buckets (CUDA graphs): powers of two below max_batch_size, and max_batch_size."""
+    sizes, b = [], 1
+    while b < max_batch_size:
+        sizes.append(b)
+        b *= 2
+    return sizes + [max_batch_size]
+
+
+def length_bucket(length: int, capacity: int) -> int:
+    """The attention length a captured step runs with: the next power of two >= length (at least 64), <= capacity."""
+    b = MIN_LENGTH_BUCKET
+    while b < length:
+        b *= 2
+    return min(b, capacity)
+
+
+@dataclass
+class SlotRequest:
+    """What a prefill needs of one request."""
+
+    slot: int
+    token_ids: list[int]  # what goes into the cache: the prompt (+ tokens already emitted, after a failed step)
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    stops: list[int]
+    budget: int  # max_new_tokens
+    produced: int = 0  # tokens the request already emitted (> 0 only when it is prefilled again)
+
+
+@dataclass
+class WindowResult:
+    """What the host learns after a window, per slot in the order given."""
+
+    new_tokens: list[list[int]]
+    taus: list[list[int]]  # τ of each step the slot took part in (accepted + 1)
+    done: list[bool]
+
+
+class SpecStep:
+    def __init__(self, target, drafter, *, max_batch_size: int, max_seq_len: int, max_window: int = 1,
+                 ops: StepOps | None = None, cuda_graphs: bool = False):
+        self.target, self.drafter = target, drafter
+        dev = target.lm_head.weight.device
+        self.device = dev
+        n = max_batch_size
+        self.max_batch_size, self.max_seq_len, self.max_window = n, max_seq_len, max_window
+        self.block_size = drafter.block_size if drafter is not None else 1  # the largest K
+        # Headroom past max_seq_len: a verify block and prefill padding write a few entries past the kept length.
+        capacity = max_seq_len + self.block_size
+        self.target_cache = target.new_cache(n, capacity)
+        self.drafter_cache = drafter.new_cache(n, capacity) if drafter is not None else None
+        if drafter is not None:
+            target.tap_layer_ids = list(drafter.cfg.target_layer_ids)
+        dtype = target.lm_head.weight.dtype
+        for model in (target, drafter) if drafter is not None else (target,):
+            model.rotary.precompute(capacity + self.block_size, dtype)  # block positions reach past the cache
+        self.ops = ops or ops_for(dev)
+        self.cuda_graphs = bool(cuda_graphs) and dev.type == "cuda"
+        long = dict(dtype=torch.long, device=dev)
+        self.last = torch.zeros(n, **long)
+        self.temperature = torch.zeros(n, device=dev)
+        self.top_k = torch.zeros(n, **long)
+        self.top_p = torch.ones(n, device=dev)
+        self.keys = torch.zeros(n, **long)
+        self.stop_ids = torch.full((n, MAX_STOP_IDS), -1, **long)
+        self.budget = torch.zeros(n, **long)
+        self.produced = torch.zeros(n, **long)
+        self.done = torch.ones(n, dtype=torch.bool, device=dev)
+        self.out = torch.zeros(n, max_seq_len + self.block_size, **long)  # the last block_size columns: a dump area
+        self.tau_log = torch.zeros(max_window, n, **long)
+        self.step_index = torch.zeros((), **long)
+        self.context_counts = torch.zeros(n, **long)
+        self.context = (torch.zeros(n, self.block_size, drafter.fc.in_features, dtype=target.lm_head.weight.dtype,
+                                    device=dev) if drafter is not None else None)
+        self.host_lengths = [0] * n  # target cache lengths as of the last host read: sizes attention without a sync
+        self.host_context = [0] * n  # drafter context rows pending per slot (= the last step's τ), as of that read
+        self.buckets = bucket_sizes(n)
+        self._rows = {b: torch.zeros(b, **long) for b in self.buckets}
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (K, spec, frozen, bucket, length) -> captured step
+        self._pool = None
+        self.graph_replays = 0  # steps run by replaying a captured graph
+        self._host_rows: list[int] | None = None  # the window's slots on the host (eager steps only)
+        self._context_width = self.block_size
+
+    # ---- prefill -----------------------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def prefill(self, reqs: list[SlotRequest], spec: bool) -> tuple[list[int], list[bool]]:
+        """The requests' token ids into their (fresh) slots; returns each one's first token and whether that token
+        finished it (a stop id, or a budget of one). With spec, the prompt's tap features go into the drafter cache."""
+        dev, m = self.device, len(reqs)
+        slots = torch.tensor([r.slot for r in reqs], device=dev)
+        self.temperature[slots] = torch.tensor([float(r.temperature) for r in reqs], device=dev)
+        self.top_k[slots] = torch.tensor([r.top_k for r in reqs], device=dev)
+        self.top_p[slots] = torch.tensor([float(r.top_p) for r in reqs], device=dev)
+        self.keys[slots] = seed_keys(torch.tensor([r.seed for r in reqs], device=dev))
+        self.stop_ids[slots] = torch.tensor([r.stops + [-1] * (MAX_STOP_IDS - len(r.stops)) for r in reqs], device=dev)
+        lens = [len(r.token_ids) for r in reqs]
+        longest = max(lens)
+        ids = torch.zeros(m, longest, dtype=torch.long, device=dev)
+        for i, r in enumerate(reqs):
+            ids[i, : lens[i]] = torch.tensor(r.token_ids, device=dev)
+        lengths = torch.tensor(lens, device=dev)
+        zeros = torch.zeros(m, dtype=torch.long, device=dev)
+        self.target_cache.set_lengths(slots, zeros)
+        logits, features = self.target(ids, self.target_cache, slots, logits_at=(lengths - 1)[:, None], tap=spec,
+                                       max_length=longest, host_slots=[r.slot for r in reqs])
+        remaining = torch.tensor([r.budget - r.produced for r in reqs], device=dev)
+        first = self.ops.sample_accept(logits, torch.empty(m, 0, dtype=torch.long, device=dev), self.temperature[slots],
+                                       self.top_k[slots], self.top_p[slots], self.keys[slots], lengths[:, None],
+                                       self.stop_ids[slots], remaining)
+        self.target_cache.set_lengths(slots, lengths)
+        token = first.target_tokens[:, 0]
+        self.last[slots] = token
+        produced = torch.tensor([r.produced + 1 for r in reqs], device=dev)
+        self.budget[slots] = torch.tensor([r.budget for r in reqs], device=dev)
+        self.produced[slots] = produced
+        self.out[slots, produced - 1] = token
+        self.done[slots] = first.finished
+        if spec:
+            cache = self.drafter_cache
+            cache.set_lengths(slots, zeros)
+            self.drafter.ingest(features, lengths, cache, slots)
+            cache.set_lengths(slots, lengths)
+            self.context_counts[slots] = 0
+        for r, n in zip(reqs, lens):
+            self.host_lengths[r.slot], self.host_context[r.slot] = n, 0
+        host = torch.stack([token, first.finished.long()], 1).tolist()
+        return [t for t, _ in host], [bool(d) for _, d in host]
+
+    # ---- the window --------------------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def window(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = ()) -> WindowResult:
+        """`steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR) for the given slots,
+        which must be live (prefilled, not finished). With CUDA graphs the batch is padded with `free` slots (marked
+        done, emptied: they emit nothing). One host read at the end."""
+        if not 1 <= steps <= self.max_window:
+            raise ValueError(f"steps must be in 1..{self.max_window}, got {steps}")
+        dev, n = self.device, len(slots)
+        upto = max(self.host_lengths[s] for s in slots) + steps * k  # bounds every slot's length during the window
+        if self.cuda_graphs:
+            bucket = next(b for b in self.buckets if b >= n)
+            pad = list(free)[: bucket - n]
+            if len(pad) < bucket - n:
+                raise ValueError(f"padding {n} slots to {bucket} needs {bucket - n} free slots, got {len(pad)}")
+            rows = self._rows[bucket]
+            rows.copy_(torch.tensor(list(slots) + pad, device=dev))
+            if pad:  # free slots ride along as padding: done, empty caches
+                p = torch.tensor(pad, device=dev)
+                self.done[p] = True
+                self.target_cache.lengths[p] = 0
+                if spec:
+                    self.drafter_cache.lengths[p] = 0
+                    self.context_counts[p] = 0
+            upto = length_bucket(upto, self.target_cache.capacity)
+            key = (k, spec, True, bucket, upto)
+        else:
+            rows = torch.tensor(slots, device=dev)
+            key = None
+        self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
+        # Context rows the drafter takes in: exactly as many as the rows have pending when a window is one eager step
+        # (their last τ, known from the last read), else all k (the count changes inside the window / is captured).
+        self._context_width = max(self.host_context[s] for s in slots) if steps == 1 and not self.cuda_graphs else k
+        act = rows[:n]
+        start_produced = self.produced[act]
+        frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
+        self.step_index.zero_()
+        for _ in range(steps):
+            self._run(rows, k, spec, upto, frozen, key)
+        # The one host read: per slot produced, done, cache length, τ of each step, and the new output tokens.
+        width = steps * k
+        cols = (start_produced[:, None] + torch.arange(width, device=dev)).clamp_max(self.out.shape[1] - 1)
+        packed = torch.cat([self.produced[act][:, None] - start_produced[:, None], self.done[act].long()[:, None],
+                            self.target_cache.lengths[act][:, None], self.tau_log[:steps, act].t(),
+                            self.out[act[:, None], cols]], dim=1).tolist()
+        result = WindowResult([], [], [])
+        for s, row in zip(slots, packed):
+            count, done, length = row[0], bool(row[1]), row[2]
+            self.host_lengths[s] = length
+            self.host_context[s] = next((t for t in reversed(row[3: 3 + steps]) if t > 0), self.host_context[s])
+            result.new_tokens.append(row[3 + steps: 3 + steps + count])
+            result.taus.append([t for t in row[3: 3 + steps] if t > 0])
+            result.done.append(done)
+        return result
+
+    def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key) -> None:
+        if key is None:
+            self._step(rows, k, spec, upto, frozen)
+            return
+        graph = self.graphs.get(key)
+        if graph is None:  # the first step of this shape runs eagerly (warms up cuBLAS, the plugins), then is captured
+            self._step(rows, k, spec, upto, frozen)
+            torch.cuda.synchronize(self.device)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool):
+                self._step(rows, k, spec, upto, frozen)
+            self._pool = graph.pool()
+            self.graphs[key] = graph
+            return  # capture recorded the step without running it; the eager run above was this step
+        graph.replay()
+        self.graph_replays += 1
+
+    def draft(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, k: int,
+              upto: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The drafter's part of a step: block [last, MASK x (B-1)] -> drafter (taking in the rows' new context) ->
+        argmax drafts for slots 1..k-1. Returns (verify ids [n, k] = [last, drafts], drafts [n, k-1])."""
+        drafter, ops = self.drafter, self.ops
+        block_ids, block_pos = ops.prepare_block(last, starts, drafter.mask_token_id, drafter.block_size)
+        hidden = drafter(self.target.embed(block_ids), block_pos, self.context[rows, : self._context_width], counts,
+                         self.drafter_cache, rows, upto, host_slots=self._host_rows)
+        verify_ids, drafts, _ = ops.drafts_to_verify(last, self.target.logits(hidden[:, 1:k]), starts)
+        return verify_ids, drafts
+
+    def _step(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool) -> None:
+        """One step for `rows`, device-only (no host reads: capturable). frozen: some rows may already be done (a
+        window of several steps, or padding); their emission is dropped and their caches do not advance."""
+        tc, ops, dev = self.target_cache, self.ops, rows.device
+        n = rows.shape[0]
+        starts = tc.lengths[rows]
+        last = self.last[rows]
+        if spec:
+            dc = self.drafter_cache
+            counts = self.context_counts[rows]
+            drafter_starts = dc.lengths[rows] if frozen else None
+            verify_ids, drafts = self.draft(rows, last, starts, counts, k, upto)
+        else:
+            verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
+        logits, features = self.target(verify_ids, tc, rows, tap=spec, max_length=upto, host_slots=self._host_rows)
+        positions = starts[:, None] + 1 + torch.arange(k, device=dev)
+        produced = self.produced[rows]
+        remaining = self.budget[rows] - produced
+        if frozen:
+            was_done = self.done[rows]
+            remaining = remaining.clamp_min(1)  # done rows: any budget, their emission is dropped
+        res = ops.sample_accept(logits, drafts, self.temperature[rows], self.top_k[rows], self.top_p[rows],
+                                self.keys[rows], positions, self.stop_ids[rows], remaining)
+        emitted = torch.where(was_done, 0, res.num_emitted) if frozen else res.num_emitted
+        # The emitted tokens go to the slot's output row; the others to the dump columns at its end.
+        j = torch.arange(k, device=dev)
+        cols = torch.where(j[None, :] < emitted[:, None], produced[:, None] + j, self.out.shape[1] - k + j)
+        self.out[rows[:, None], cols] = res.target_tokens
+        self.produced[rows] = produced + emitted
+        tau = res.accepted + 1
+        self.done[rows] = (was_done | res.finished) if frozen else res.finished
+        self.tau_log.index_put_((self.step_index.expand(n), rows), torch.where(was_done, 0, tau) if frozen else tau)
+        self.step_index += 1
+        if spec:
+            ops.commit_step(res.accepted, rows, starts, tc.lengths, features.to(self.context.dtype), self.context,
+                            self.context_counts, dc.lengths, res.target_tokens, self.last)
+            if frozen:
+                dc.lengths[rows] = torch.where(was_done, drafter_starts, dc.lengths[rows])
+                self.context_counts[rows] = torch.where(was_done, counts, self.context_counts[rows])
+        else:
+            ops.commit_step(res.accepted, rows, starts, tc.lengths, target_tokens=res.target_tokens, last_tokens=self.last)
+        if frozen:
+            tc.lengths[rows] = torch.where(was_done, starts, tc.lengths[rows])
