@@ -130,6 +130,12 @@ def quantize_drafter(engine, fmt: str, calibration_ids: list[list[int]], max_new
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=False)
+    # The engine's CPU layout (models/layers.Fused) leaves nn.Linear weights as transposed views; transformers'
+    # save_pretrained flattens each tensor with view(-1): give the exporter contiguous parameters.
+    for module in drafter.modules():
+        for name, param in list(module.named_parameters(recurse=False)):
+            if not param.is_contiguous():
+                setattr(module, name, torch.nn.Parameter(param.detach().contiguous(), requires_grad=False))
     export_dir = Path(tempfile.mkdtemp(prefix=".modelopt-export.", dir=out_dir.parent))
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):

@@ -20,7 +20,7 @@ from torch import nn
 
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.models.kv_cache import KVCache, slot_view
-from dflash_trt.models.layers import RMSNorm, RotaryEmbedding, attention
+from dflash_trt.models.layers import Fused, RMSNorm, RotaryEmbedding, attention
 from dflash_trt.models.quant import QuantLinear
 from dflash_trt.models.target import DecoderLayer
 
@@ -33,6 +33,7 @@ class DFlashDrafter(nn.Module):
         self.fc = nn.Linear(len(cfg.target_layer_ids) * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.fused_fc: Fused | None = None  # fc in the inference layout (fuse())
         with torch.device("cpu"):
             self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope, cfg.hf_config)
 
@@ -70,11 +71,17 @@ class DFlashDrafter(nn.Module):
         return model.eval()
 
     def fuse(self) -> "DFlashDrafter":
-        """Inference layout (see TargetModel.fuse); layers quantized by ModelOpt or loaded quantized keep theirs."""
+        """Inference layout (see TargetModel.fuse; fc too); layers quantized by ModelOpt or loaded quantized keep theirs."""
+        transposed = self.norm.weight.device.type == "cpu"
         for layer in self.layers:
-            layer.self_attn.fuse()
-            layer.mlp.fuse()
+            layer.self_attn.fuse(transposed)
+            layer.mlp.fuse(transposed)
+        self.fused_fc = Fused.of(transposed, self.fc)
         return self
+
+    def _fc(self, context: torch.Tensor) -> torch.Tensor:
+        plain = self.fused_fc is not None and type(self.fc) is nn.Linear
+        return self.hidden_norm(self.fused_fc(context) if plain else self.fc(context))
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         ckpt.save_drafter(directory, self.cfg, dict(self.state_dict()))
@@ -107,7 +114,7 @@ class DFlashDrafter(nn.Module):
         sees_block = torch.ones(n, b, b, dtype=torch.bool, device=context.device)  # non-causal inside the block
         visible = torch.cat([sees_context, sees_block], dim=-1)
 
-        features = self.hidden_norm(self.fc(context))
+        features = self._fc(context)
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
         h = block_embeds
@@ -127,7 +134,7 @@ class DFlashDrafter(nn.Module):
         take a whole prompt's features in at prefill, so that decode steps carry at most K context rows."""
         start = cache.lengths[slots]
         positions = start[:, None] + torch.arange(context.shape[1], device=context.device)
-        features = self.hidden_norm(self.fc(context))
+        features = self._fc(context)
         cos, sin = self.rotary(positions, self.norm.weight.dtype)
         where = cache.where(slots, positions)
         for i, layer in enumerate(self.layers):
@@ -142,7 +149,7 @@ class DFlashDrafter(nn.Module):
         [N, S]; visible [N, Q, S + Q] says which context entries and which block tokens each query sees (the
         trainer builds it: a block sees context strictly before its anchor and its own tokens, not other blocks).
         Same layers, same KV injection as `forward` — what is trained is exactly what is served."""
-        features = self.hidden_norm(self.fc(context))
+        features = self._fc(context)
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
         h = block_embeds
@@ -158,5 +165,5 @@ class DFlashDrafter(nn.Module):
         x = layer.input_layernorm(h)
         q, k_blk, v_blk = attn.project_qkv(x, cos_b, sin_b)
         out = attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale)
-        h = h + attn.o_proj(out)
+        h = h + attn.out(out)
         return h + layer.mlp(layer.post_attention_layernorm(h))

@@ -34,40 +34,67 @@ class SwiGLU(nn.Module):
         self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
-        self.gate_up: tuple[torch.Tensor, torch.Tensor | None] | None = None  # fused [gate; up], see fuse()
+        self.gate_up: Fused | None = None  # see fuse()
+        self.down: Fused | None = None
 
-    def fuse(self) -> None:
-        """One GEMM for gate and up: their weights become views of one [2I, H] tensor (what is loaded, saved and
-        quantized is unchanged). Only for plain nn.Linear projections (not ModelOpt's or our quantized ones)."""
-        self.gate_up = fuse_linears(self.gate_proj, self.up_proj)
+    def fuse(self, transposed: bool) -> None:
+        """One GEMM for gate and up (see Fused); down_proj in the same layout."""
+        self.gate_up = Fused.of(transposed, self.gate_proj, self.up_proj)
+        self.down = Fused.of(transposed, self.down_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gate_up is not None and _plain(self.gate_proj, self.up_proj):
-            gate, up = F.linear(x, *self.gate_up).chunk(2, dim=-1)
-            return self.down_proj(F.silu(gate) * up)
+        if self.gate_up is not None and self.down is not None and _plain(self.gate_proj, self.up_proj, self.down_proj):
+            gate, up = self.gate_up(x).chunk(2, dim=-1)
+            return self.down(F.silu(gate) * up)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 def _plain(*modules: nn.Module) -> bool:
+    """Plain nn.Linear (not ModelOpt's quantized modules, which swap the class, nor our QuantLinear)."""
     return all(type(m) is nn.Linear for m in modules)
 
 
-def fuse_linears(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """(weight, bias) of the linears stacked along the output dimension, the linears' own parameters replaced by views
-    into them; None if any is not a plain nn.Linear."""
-    if not _plain(*linears):
-        return None
-    weight = torch.cat([m.weight.detach() for m in linears])
-    has_bias = linears[0].bias is not None
-    bias = torch.cat([m.bias.detach() for m in linears]) if has_bias else None
-    start = 0
-    for m in linears:
-        rows = m.weight.shape[0]
-        m.weight = nn.Parameter(weight[start: start + rows], requires_grad=False)
-        if has_bias:
-            m.bias = nn.Parameter(bias[start: start + rows], requires_grad=False)
-        start += rows
-    return weight, bias
+class Fused:
+    """The inference layout of one or more nn.Linear that read the same input: their weights stacked along the output
+    dimension into one tensor, applied as one GEMM; the modules' own parameters become views into it (what is loaded,
+    saved and quantized is unchanged; nothing is copied twice).
+
+    transposed (the CPU layout): the stack is stored [in, out], contiguous, and applied as x @ W^T-stored. MKL's
+    small-M GEMMs run about 1.3-2x faster with the weight in that layout than with nn.Linear's [out, in] (measured
+    2026-11-23: 16x256 @ 256x1280, 240 -> 116 us on one core). On CUDA the nn.Linear layout is kept."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, transposed: bool):
+        self.weight, self.bias, self.transposed = weight, bias, transposed
+
+    @classmethod
+    def of(cls, transposed: bool, *linears: nn.Linear) -> "Fused | None":
+        if not _plain(*linears):
+            return None
+        weight = torch.cat([m.weight.detach() for m in linears])
+        has_bias = linears[0].bias is not None
+        bias = torch.cat([m.bias.detach() for m in linears]) if has_bias else None
+        stored = weight.t().contiguous() if transposed else weight
+        start = 0
+        for m in linears:
+            rows = m.weight.shape[0]
+            view = stored[:, start: start + rows].t() if transposed else stored[start: start + rows]
+            m.weight = nn.Parameter(view, requires_grad=False)
+            if has_bias:
+                m.bias = nn.Parameter(bias[start: start + rows], requires_grad=False)
+            start += rows
+        return cls(stored, bias, transposed)
+
+    def rows(self, start: int, stop: int) -> "Fused":
+        """The same projection restricted to output features start..stop-1 (a view)."""
+        weight = self.weight[:, start:stop] if self.transposed else self.weight[start:stop]
+        return Fused(weight, self.bias[start:stop] if self.bias is not None else None, self.transposed)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.transposed:
+            return F.linear(x, self.weight, self.bias)
+        x2 = x.reshape(-1, x.shape[-1])
+        y = torch.mm(x2, self.weight) if self.bias is None else torch.addmm(self.bias, x2, self.weight)
+        return y.view(*x.shape[:-1], y.shape[-1])
 
 
 class RotaryEmbedding(nn.Module):
@@ -140,13 +167,18 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
         self.q_norm = RMSNorm(head_dim, eps) if qk_norm else None
         self.k_norm = RMSNorm(head_dim, eps) if qk_norm else None
-        self.qkv: tuple[torch.Tensor, torch.Tensor | None] | None = None  # fused [q; k; v], see fuse()
+        self.qkv: Fused | None = None  # see fuse()
+        self.kv: Fused | None = None
+        self.o: Fused | None = None
         self.qk_norm_weight: torch.Tensor | None = None  # [Hq + Hkv, D]: q_norm's weight per q head, then k_norm's
 
-    def fuse(self) -> None:
-        """One GEMM for q, k and v (their weights become views of one tensor), and one norm + one RoPE over the q and
-        k heads together. Only for plain nn.Linear projections; numerics unchanged (the same products per element)."""
-        self.qkv = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
+    def fuse(self, transposed: bool) -> None:
+        """One GEMM for q, k and v (see Fused), o_proj in the same layout, and one norm + one RoPE over the q and k
+        heads together (the same products per element as separately)."""
+        self.qkv = Fused.of(transposed, self.q_proj, self.k_proj, self.v_proj)
+        self.o = Fused.of(transposed, self.o_proj)
+        if self.qkv is not None:
+            self.kv = self.qkv.rows(self.heads * self.head_dim, self.qkv.weight.shape[1 if transposed else 0])
         if self.qkv is not None and self.q_norm is not None:
             self.qk_norm_weight = torch.cat([self.q_norm.weight.detach().expand(self.heads, -1),
                                              self.k_norm.weight.detach().expand(self.kv_heads, -1)])
@@ -155,7 +187,7 @@ class Attention(nn.Module):
         """x [N, T, hidden] -> q [N, T, Hq, D], k, v [N, T, Hkv, D] (q and k normed and rotated)."""
         n, t, h = x.shape[0], x.shape[1], self.heads
         if self.qkv is not None and _plain(self.q_proj, self.k_proj, self.v_proj):
-            qkv = F.linear(x, *self.qkv).view(n, t, h + 2 * self.kv_heads, self.head_dim)
+            qkv = self.qkv(x).view(n, t, h + 2 * self.kv_heads, self.head_dim)
             qk, v = qkv[:, :, : h + self.kv_heads], qkv[:, :, h + self.kv_heads:]
             if self.qk_norm_weight is not None:
                 qk = self.qk_norm_weight * F.rms_norm(qk, (self.head_dim,), None, self.eps)
@@ -170,11 +202,8 @@ class Attention(nn.Module):
     def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [N, T, hidden] -> k (normed, rotated), v [N, T, Hkv, D]: the drafter's KV injection of context features."""
         n, t = x.shape[0], x.shape[1]
-        if self.qkv is not None and _plain(self.k_proj, self.v_proj):
-            weight, bias = self.qkv
-            rows = self.heads * self.head_dim
-            kv = F.linear(x, weight[rows:], bias[rows:] if bias is not None else None)
-            kv = kv.view(n, t, 2 * self.kv_heads, self.head_dim)
+        if self.kv is not None and _plain(self.k_proj, self.v_proj):
+            kv = self.kv(x).view(n, t, 2 * self.kv_heads, self.head_dim)
             k, v = kv[:, :, : self.kv_heads], kv[:, :, self.kv_heads:]
         else:
             k = self.k_proj(x).view(n, t, self.kv_heads, self.head_dim)
@@ -182,3 +211,7 @@ class Attention(nn.Module):
         if self.k_norm is not None:
             k = self.k_norm(k)
         return apply_rope(k, cos, sin), v
+
+    def out(self, attn: torch.Tensor) -> torch.Tensor:
+        """o_proj (in the fused layout when there is one)."""
+        return self.o(attn) if self.o is not None and _plain(self.o_proj) else self.o_proj(attn)

@@ -16,7 +16,7 @@ from torch import nn
 
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.models.kv_cache import KVCache, slot_view
-from dflash_trt.models.layers import Attention, RMSNorm, RotaryEmbedding, SwiGLU, attention
+from dflash_trt.models.layers import Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention
 
 
 class DecoderLayer(nn.Module):
@@ -46,6 +46,7 @@ class TargetModel(nn.Module):
         with torch.device("cpu"):  # a real buffer even when the weights are built on the meta device
             self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope, cfg.hf_config)
         self.tap_layer_ids: list[int] = []
+        self.head: Fused | None = None  # the LM head in the inference layout (fuse())
 
     # ---- loading ---------------------------------------------------------------------------------------------------
 
@@ -71,11 +72,15 @@ class TargetModel(nn.Module):
         return model.eval()
 
     def fuse(self) -> "TargetModel":
-        """Inference layout: one GEMM for q/k/v and one for gate/up per layer (weights become views of the fused
-        tensors; numerics unchanged). The engine calls it once after loading."""
+        """Inference layout (layers.Fused): one GEMM for q/k/v and one for gate/up per layer, weights stored
+        transposed on CPU (the LM head too: a copy when it is tied to the embedding, which needs its own layout). The
+        engine calls it once after loading."""
+        transposed = self.lm_head.weight.device.type == "cpu"
         for layer in self.model.layers:
-            layer.self_attn.fuse()
-            layer.mlp.fuse()
+            layer.self_attn.fuse(transposed)
+            layer.mlp.fuse(transposed)
+        if transposed and type(self.lm_head) is nn.Linear:
+            self.head = Fused(self.lm_head.weight.detach().t().contiguous(), None, True)
         return self
 
     # ---- what the drafter borrows ----------------------------------------------------------------------------------
@@ -84,7 +89,7 @@ class TargetModel(nn.Module):
         return self.model.embed_tokens(token_ids)
 
     def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(normed_hidden)
+        return self.head(normed_hidden) if self.head is not None else self.lm_head(normed_hidden)
 
     def new_cache(self, max_batch: int, capacity: int, device=None) -> KVCache:
         weight = self.model.embed_tokens.weight
@@ -120,7 +125,7 @@ class TargetModel(nn.Module):
             q, k, v = layer.self_attn.project_qkv(x, cos, sin)
             cache.write(i, where, k, v)
             keys, values = cache.read(i, rows, upto)
-            h = h + layer.self_attn.o_proj(attention(q, keys, values, visible, layer.self_attn.scale))
+            h = h + layer.self_attn.out(attention(q, keys, values, visible, layer.self_attn.scale))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if tap and i in self.tap_layer_ids:
                 taps[i] = h
