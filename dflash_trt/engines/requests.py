@@ -136,8 +136,9 @@ def prepare_request(request_id: Hashable, prompt, params: SamplingParams | None,
     params.validate(vocab_size, field_names)
     ids = encode_prompt(prompt, tokenizer, vocab_size)
     if max_seq_len is not None and len(ids) + params.max_new_tokens > max_seq_len:
-        raise RequestError(f"{label}: {len(ids)} prompt tokens + max_new_tokens {params.max_new_tokens} exceeds "
-                           f"max_seq_len {max_seq_len}; shorten the prompt, lower max_new_tokens or raise max_seq_len")
+        budget = (field_names or {}).get("max_new_tokens", "max_new_tokens")
+        raise RequestError(f"{label}: {len(ids)} prompt tokens + {budget} {params.max_new_tokens} exceeds "
+                           f"max_seq_len {max_seq_len}; shorten the prompt, lower {budget} or raise max_seq_len")
     stops = stop_token_ids(params, eos_token_ids)
     if len(stops) > MAX_STOP_IDS:
         raise RequestError(f"{label}: {len(stops)} stop token ids (EOS included) is more than the {MAX_STOP_IDS} a "

@@ -1,4 +1,10 @@
-"""`dflash-trt serve`: write (or reuse) the Triton model repository and run tritonserver on it until interrupted."""
+"""`dflash-trt serve`: serve DFlash until interrupted.
+
+`--api triton` (the default): write (or reuse) the Triton model repository and run tritonserver on it.
+`--api openai`: an OpenAI-compatible HTTP server (FastAPI + uvicorn) over the torch engine in this process
+(`dflash_trt/serve/openai/`). Both read their options, and an engine directory's manifest, through `resolve_serve`;
+a backend-trtllm engine directory is served by TensorRT-LLM's own (OpenAI-compatible) trtllm-serve with either API.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from dflash_trt.errors import ConfigError
@@ -16,17 +23,17 @@ TEMP_REPOSITORY_PREFIX = "dflash-triton-"
 
 
 def add_serve_parser(sub) -> None:
-    p = sub.add_parser("serve", help="serve DFlash with Triton Inference Server (in-flight batching, streaming)")
+    p = sub.add_parser("serve", help="serve DFlash: Triton Inference Server (default) or an OpenAI-compatible HTTP API")
+    p.add_argument("--api", choices=["triton", "openai"], default="triton",
+                   help="triton: tritonserver with the `dflash` model (HTTP + gRPC); openai: /v1/completions, "
+                        "/v1/chat/completions, /v1/models, /health, /metrics over HTTP (pip install -e .[serve])")
     src = p.add_argument_group("what to serve (either --engine-dir or --target/--drafter)")
     src.add_argument("--engine-dir", help="engine directory from `dflash-trt build` (its manifest.json names the rest)")
     src.add_argument("--target", help="target checkpoint directory (Hugging Face format)")
     src.add_argument("--drafter", help="DFlash drafter directory (z-lab format)")
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--metrics-port", type=int, default=0, help="Prometheus metrics port (0 = metrics off)")
-    p.add_argument("--host", default="0.0.0.0", help="address the HTTP and gRPC endpoints bind to")
-    p.add_argument("--model-repository", help="where to write the model repository (default: a temporary directory; "
-                                              "with --engine-dir: the one the build wrote, rewritten if missing)")
+    p.add_argument("--http-port", "--port", dest="http_port", type=int, default=8000,
+                   help="HTTP port (Triton's HTTP endpoint, or the OpenAI API)")
+    p.add_argument("--host", default="0.0.0.0", help="address the endpoints bind to (127.0.0.1: this machine only)")
     p.add_argument("--max-batch-size", type=int, default=None, help="requests decoded together (default 8, or the manifest's)")
     p.add_argument("--max-seq-len", type=int, default=None, help="prompt + new tokens per request (default: the manifest's, else 2048 or the "
                                                                         "target's max_position_embeddings if smaller)")
@@ -42,10 +49,24 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--steps-per-sync", type=int, default=None, help="steps per host read with --decode-loop device")
     p.add_argument("--torch-threads", type=int, default=0,
                    help="torch intra-op threads in the model process (0 = torch's default; 1 is best on a busy CPU)")
-    p.add_argument("--instance-count", type=int, default=1, help="model instances (each loads its own engine)")
-    p.add_argument("--log-file", help="write tritonserver's log here instead of the terminal")
-    p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for the model to load")
+    oa = p.add_argument_group("--api openai only")
+    oa.add_argument("--served-model-name", default=None,
+                    help="the model name requests must give (default: the target directory's name)")
+    tr = p.add_argument_group("--api triton only")
+    tr.add_argument("--grpc-port", type=int, default=None, help="gRPC port (default 8001)")
+    tr.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (default 0 = metrics off)")
+    tr.add_argument("--model-repository", help="where to write the model repository (default: a temporary directory; "
+                                               "with --engine-dir: the one the build wrote, rewritten if missing)")
+    tr.add_argument("--instance-count", type=int, default=None,
+                    help="model instances (default 1; each loads its own engine)")
+    tr.add_argument("--log-file", help="write tritonserver's log here instead of the terminal")
+    tr.add_argument("--startup-timeout", type=float, default=None,
+                    help="seconds to wait for the model to load (default 600)")
     p.set_defaults(func=serve)
+
+
+TRITON_ONLY = ("grpc_port", "metrics_port", "model_repository", "instance_count", "log_file", "startup_timeout")
+TRITON_DEFAULTS = {"grpc_port": 8001, "metrics_port": 0, "instance_count": 1, "startup_timeout": 600.0}
 
 
 def _port(name: str, value: int, allow_zero: bool = False) -> None:
@@ -117,16 +138,30 @@ def serve_trtllm(args, manifest: dict) -> int:
             signal.signal(s, handler)
 
 
-def serve(args) -> int:
-    from dflash_trt.serve.triton.repository import MODEL_NAME, write_model_repository
-    from dflash_trt.serve.triton.server import TritonServer, find_tritonserver
+@dataclass
+class ServeSpec:
+    """What `serve` serves, from the command line and an engine directory's manifest (one reading for both APIs)."""
 
-    for name in ("http_port", "grpc_port"):
-        _port(name.replace("_", "-"), getattr(args, name))
-    _port("metrics-port", args.metrics_port, allow_zero=True)
-    ports = [args.http_port, args.grpc_port] + ([args.metrics_port] if args.metrics_port else [])
-    if len(set(ports)) != len(ports):
-        raise ConfigError("--http-port, --grpc-port and --metrics-port must differ")
+    backend: str  # "torch", or "trtllm" (an engine directory served by trtllm-serve; only `manifest` is set)
+    manifest: dict | None = None
+    target: str | None = None
+    drafter: str | None = None  # None with --no-draft
+    max_batch_size: int = 8
+    max_seq_len: int | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    verify_len: int | None = None
+    speculative: bool = True
+    torch_threads: int = 0
+    decode_loop: str = "host"
+    steps_per_sync: int = 4
+    repository: Path | None = None  # the engine directory's Triton model repository, if it names one
+    overrides: bool = False  # an option on the command line overrides a runtime value of the manifest
+
+
+def resolve_serve(args) -> ServeSpec:
+    """The engine settings from args (and --engine-dir's manifest.json: paths, runtime values; options override them).
+    Checks the paths and the target/drafter pair from their configs (one line, before any weight is read)."""
     if args.torch_threads < 0:
         raise ConfigError(f"--torch-threads must be >= 0 (0 = torch's default), got {args.torch_threads}")
     from dflash_trt.engines.requests import verify_len_from
@@ -135,16 +170,16 @@ def serve(args) -> int:
     verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     runtime: dict = {}
     manifest = None
-    repository = Path(args.model_repository) if args.model_repository else None
+    repository = None
     if args.engine_dir:
         if args.target or args.drafter:
             raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
         manifest = read_manifest(args.engine_dir)
         if manifest.get("backend") == "trtllm":
-            return serve_trtllm(args, manifest)
+            return ServeSpec(backend="trtllm", manifest=manifest)
         target, drafter = manifest["_target"], manifest["_drafter"]
         runtime = manifest.get("runtime") or {}
-        if repository is None and manifest["_repository"]:
+        if manifest["_repository"]:
             repository = Path(manifest["_repository"])
     else:
         if not args.target:
@@ -155,7 +190,7 @@ def serve(args) -> int:
     for label, path in (("target", target), ("drafter", drafter)):
         if path and not Path(path).is_dir():
             raise ConfigError(f"{label} directory {path} does not exist")
-    # The engine validates the pair before Triton starts: a mismatched pair is one line here, not a server log.
+    # The pair is validated before any server starts: a mismatched pair is one line here, not a server log.
     from dflash_trt import checkpoint as ckpt
 
     target_cfg = ckpt.load_target_config(target)
@@ -165,14 +200,66 @@ def serve(args) -> int:
     def pick(arg, key, default):
         return arg if arg is not None else runtime.get(key, default)
 
-    options = dict(target=target, drafter=None if args.no_draft else drafter,
-                   max_batch_size=int(pick(args.max_batch_size, "max_batch_size", 8)),
-                   max_seq_len=pick(args.max_seq_len, "max_seq_len", None),
-                   device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
-                   verify_len=verify_len if verify_len is not None else runtime_verify_len(manifest or {}),
-                   instance_count=args.instance_count,
-                   speculative=not args.no_draft, torch_num_threads=args.torch_threads,
-                   decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4)
+    overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.device,
+                                            args.dtype, args.decode_loop, args.steps_per_sync)) or args.no_draft \
+        or args.torch_threads > 0
+    return ServeSpec(backend="torch", manifest=manifest, target=target, drafter=None if args.no_draft else drafter,
+                     max_batch_size=int(pick(args.max_batch_size, "max_batch_size", 8)),
+                     max_seq_len=pick(args.max_seq_len, "max_seq_len", None),
+                     device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
+                     verify_len=verify_len if verify_len is not None else runtime_verify_len(manifest or {}),
+                     speculative=not args.no_draft, torch_threads=args.torch_threads,
+                     decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4,
+                     repository=repository, overrides=overrides)
+
+
+def serve(args) -> int:
+    if args.api == "openai":
+        return serve_openai_api(args)
+    if args.served_model_name is not None:
+        raise ConfigError("--served-model-name is for --api openai (the Triton model is named 'dflash')")
+    return serve_triton(args)
+
+
+def serve_openai_api(args) -> int:
+    given = [name for name in TRITON_ONLY if getattr(args, name) is not None]
+    if given:
+        raise ConfigError(f"--{given[0].replace('_', '-')} is a Triton option; --api openai serves HTTP on --port only "
+                          "(drop it, or use --api triton)")
+    _port("port", args.http_port, allow_zero=True)
+    spec = resolve_serve(args)
+    if spec.backend == "trtllm":
+        if args.served_model_name is not None:
+            raise ConfigError("--served-model-name is not passed to trtllm-serve (a backend-trtllm engine directory); "
+                              "drop it: trtllm-serve names the model after the target")
+        return serve_trtllm(args, spec.manifest)
+    from dflash_trt.serve.openai.server import serve_openai
+
+    return serve_openai(spec, host=args.host, port=args.http_port, served_model_name=args.served_model_name)
+
+
+def serve_triton(args) -> int:
+    from dflash_trt.serve.triton.repository import MODEL_NAME, write_model_repository
+    from dflash_trt.serve.triton.server import TritonServer, find_tritonserver
+
+    for name, default in TRITON_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    for name in ("http_port", "grpc_port"):
+        _port(name.replace("_", "-"), getattr(args, name))
+    _port("metrics-port", args.metrics_port, allow_zero=True)
+    ports = [args.http_port, args.grpc_port] + ([args.metrics_port] if args.metrics_port else [])
+    if len(set(ports)) != len(ports):
+        raise ConfigError("--http-port, --grpc-port and --metrics-port must differ")
+    spec = resolve_serve(args)
+    if spec.backend == "trtllm":
+        return serve_trtllm(args, spec.manifest)
+    repository = Path(args.model_repository) if args.model_repository else spec.repository
+    options = dict(target=spec.target, drafter=spec.drafter, max_batch_size=spec.max_batch_size,
+                   max_seq_len=spec.max_seq_len, device=spec.device, dtype=spec.dtype, verify_len=spec.verify_len,
+                   instance_count=args.instance_count, speculative=spec.speculative,
+                   torch_num_threads=spec.torch_threads, decode_loop=spec.decode_loop,
+                   steps_per_sync=spec.steps_per_sync)
     tmp = None
     if repository is None:  # named with our pid: a later serve removes it if this one is killed before cleaning up
         from dflash_trt.tempdirs import make_tempdir
@@ -180,10 +267,7 @@ def serve(args) -> int:
         tmp = make_tempdir(tempfile.gettempdir(), TEMP_REPOSITORY_PREFIX)
         repository = tmp / "model_repository"
     # An engine dir's repository is reused as the build wrote it unless an option overrides it or it is missing.
-    overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.device,
-                                            args.dtype, args.decode_loop, args.steps_per_sync)) or args.no_draft \
-        or args.torch_threads > 0
-    if not (args.engine_dir and (repository / MODEL_NAME / "config.pbtxt").is_file() and not overrides):
+    if not (args.engine_dir and (repository / MODEL_NAME / "config.pbtxt").is_file() and not spec.overrides):
         write_model_repository(repository, **options)
     install = find_tritonserver()
     server = TritonServer(repository, http_port=args.http_port, grpc_port=args.grpc_port,

@@ -1,0 +1,239 @@
+#!/usr/bin/env python
+"""Benchmark `dflash-trt serve --api openai`: AR vs DFlash through the official `openai` client, streaming.
+
+Starts two servers on loopback (the same target: `--no-draft` for AR, and with the drafter for DFlash), then for each
+client concurrency runs the same prompts through both, AR first (interleaved per level, so a drifting machine load hits
+both alike; an idle server sleeps on its queue and takes no CPU). Every client is an asyncio task sending streaming
+`/v1/chat/completions` requests back to back (greedy, `stream_options.include_usage`); the server applies the target's
+chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
+
+    python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
+        [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]
+        [--torch-threads 1] [--device cpu] [--dtype float32] [--output bench/results/DATE-cpu-openai-server]
+
+Per (mode, concurrency):
+  total tok/s     generated tokens of all requests / wall time of the level
+  per-user tok/s  mean over requests of (tokens - 1) / (latency - TTFT): the decode speed one client sees
+  TTFT            request sent -> first content chunk (mean, p50); latency: request sent -> [DONE]
+  mean tau        from the server's /metrics (dflash_acceptance_length sum / count over the level)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dflash_trt.bench.datasets import load_prompt_set  # noqa: E402
+from dflash_trt.serve.triton.server import free_port  # noqa: E402
+
+
+def _pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+class Server:
+    def __init__(self, mode: str, args, log_dir: Path):
+        self.mode, self.port = mode, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log_dir / f"server-{mode}.log"
+        cmd = [sys.executable, "-m", "dflash_trt", "serve", "--api", "openai", "--target", args.target,
+               "--host", "127.0.0.1", "--port", str(self.port), "--device", args.device, "--dtype", args.dtype,
+               "--torch-threads", str(args.torch_threads), "--max-batch-size", str(args.max_batch_size),
+               "--max-seq-len", str(args.max_seq_len), "--served-model-name", "bench"]
+        cmd += ["--no-draft"] if mode == "ar" else ["--drafter", args.drafter]
+        if args.verify_len and mode != "ar":
+            cmd += ["--verify-len", str(args.verify_len)]
+        env = dict(os.environ, OMP_NUM_THREADS=str(max(1, args.torch_threads)))
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.mode} server exited ({self.proc.returncode}):\n{self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.mode} server not healthy after {timeout} s")
+
+    def metrics(self) -> dict[str, float]:
+        import httpx
+        from prometheus_client.parser import text_string_to_metric_families
+
+        out = {}
+        for family in text_string_to_metric_families(httpx.get(self.url + "/metrics", timeout=10).text):
+            for s in family.samples:
+                if not s.labels:
+                    out[s.name] = s.value
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(2)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+async def run_level(url: str, turns: list[str], concurrency: int, max_tokens: int) -> tuple[float, list[dict]]:
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
+    results: list[dict | None] = [None] * len(turns)
+    next_index = iter(range(len(turns)))
+
+    async def one(i: int) -> dict:
+        t0 = time.perf_counter()
+        ttft = None
+        text, usage, reason = [], None, None
+        stream = await client.chat.completions.create(
+            model="bench", messages=[{"role": "user", "content": turns[i]}], max_tokens=max_tokens, temperature=0,
+            stream=True, stream_options={"include_usage": True})
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                    text.append(choice.delta.content)
+                reason = choice.finish_reason or reason
+        latency = time.perf_counter() - t0
+        return {"text": "".join(text), "tokens": usage.completion_tokens, "ttft_s": ttft if ttft is not None else latency,
+                "latency_s": latency, "finish_reason": reason}
+
+    async def worker():
+        for i in next_index:
+            results[i] = await one(i)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - t0
+    await client.close()
+    return wall, results  # type: ignore[return-value]
+
+
+def summarize(mode: str, concurrency: int, wall: float, results: list[dict], tau: float | None) -> dict:
+    tokens = sum(r["tokens"] for r in results)
+    ttft = [r["ttft_s"] for r in results]
+    per_user = [(r["tokens"] - 1) / (r["latency_s"] - r["ttft_s"]) for r in results
+                if r["tokens"] > 1 and r["latency_s"] > r["ttft_s"]]
+    return {"mode": mode, "concurrency": concurrency, "requests": len(results), "wall_s": wall, "tokens": tokens,
+            "total_tokens_per_s": tokens / wall, "per_user_tokens_per_s": statistics.mean(per_user) if per_user else None,
+            "ttft_mean_ms": 1000 * statistics.mean(ttft), "ttft_p50_ms": 1000 * _pct(ttft, 0.5),
+            "latency_mean_s": statistics.mean(r["latency_s"] for r in results), "mean_tau": tau}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default=str(ROOT / "tests/fixtures/gsm8k-tiny/target"))
+    ap.add_argument("--drafter", default=str(ROOT / "tests/fixtures/gsm8k-tiny/drafter"))
+    ap.add_argument("--dataset", default=str(ROOT / "data/prompts/eagle_gsm8k.jsonl"))
+    ap.add_argument("--num-prompts", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--concurrency", default="1,4,16")
+    ap.add_argument("--max-batch-size", type=int, default=16)
+    ap.add_argument("--max-seq-len", type=int, default=512)
+    ap.add_argument("--verify-len", type=int, default=None)
+    ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--output", default=None,
+                    help="results directory (default bench/results/<date>-<device>-openai-server)")
+    args = ap.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    turns = load_prompt_set(args.dataset, args.num_prompts).turns
+    date = datetime.date.today().isoformat()
+    out = Path(args.output or ROOT / "bench" / "results" / f"{date}-{args.device.split(':')[0]}-openai-server")
+
+    rows: list[dict] = []
+    outputs: dict[tuple[str, int], list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-openai-") as tmp:
+        servers = {mode: Server(mode, args, Path(tmp)) for mode in ("ar", "dflash")}
+        try:
+            for s in servers.values():
+                s.wait_ready()
+                asyncio.run(run_level(s.url, turns[:1], 1, 8))  # warm-up, not measured
+            for c in levels:
+                for mode, s in servers.items():
+                    before = s.metrics()
+                    wall, results = asyncio.run(run_level(s.url, turns, c, args.max_tokens))
+                    after = s.metrics()
+                    count = after["dflash_acceptance_length_count"] - before["dflash_acceptance_length_count"]
+                    tau = (after["dflash_acceptance_length_sum"] - before["dflash_acceptance_length_sum"]) / count \
+                        if count else None
+                    row = summarize(mode, c, wall, results, tau)
+                    rows.append(row)
+                    outputs[(mode, c)] = [r["text"] for r in results]
+                    print(f"{mode:6s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
+                          f"{row['per_user_tokens_per_s']:6.1f} tok/s per user, TTFT mean {row['ttft_mean_ms']:6.1f} ms "
+                          f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}",
+                          file=sys.stderr, flush=True)
+        finally:
+            for s in servers.values():
+                s.stop()
+    same = {c: outputs[("dflash", c)] == outputs[("ar", c)] for c in levels}
+    same_across = all(outputs[(m, c)] == outputs[("ar", levels[0])] for m in ("ar", "dflash") for c in levels)
+
+    import torch
+
+    report = {
+        "date": date, "settings": {k: v for k, v in vars(args).items()}, "num_prompts": len(turns),
+        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+                    "torch": torch.__version__,
+                    "note": "shared machine: 2 CPU cores also used by other work during the run; numbers are noisy"},
+        "results": rows, "dflash_outputs_equal_ar": same, "outputs_equal_across_concurrency": same_across,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    by = {(r["mode"], r["concurrency"]): r for r in rows}
+    lines = ["| concurrency | AR total tok/s | DFlash total tok/s | speedup | AR per-user tok/s | DFlash per-user tok/s "
+             "| AR TTFT mean / p50 (ms) | DFlash TTFT mean / p50 (ms) | DFlash mean tau | DFlash text = AR |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in levels:
+        a, d = by[("ar", c)], by[("dflash", c)]
+        lines.append(f"| {c} | {a['total_tokens_per_s']:.1f} | {d['total_tokens_per_s']:.1f} | "
+                     f"{d['total_tokens_per_s'] / a['total_tokens_per_s']:.2f}x | {a['per_user_tokens_per_s']:.1f} | "
+                     f"{d['per_user_tokens_per_s']:.1f} | {a['ttft_mean_ms']:.1f} / {a['ttft_p50_ms']:.1f} | "
+                     f"{d['ttft_mean_ms']:.1f} / {d['ttft_p50_ms']:.1f} | "
+                     f"{d['mean_tau']:.2f} | {'yes' if same[c] else 'NO'} |")
+    table = "\n".join(lines)
+    header = (f"# OpenAI server benchmark, {date}\n\n`python scripts/bench_openai_server.py "
+              f"{' '.join(sys.argv[1:] if argv is None else argv)}`\n\n"
+              f"{len(turns)} `{Path(args.dataset).stem}` prompts (chat template applied by the server), "
+              f"{args.max_tokens} max tokens, greedy, streaming `/v1/chat/completions` through the `openai` client; "
+              f"--device {args.device}, --dtype {args.dtype}, --torch-threads {args.torch_threads}, "
+              f"--max-batch-size {args.max_batch_size}. Machine: {platform.machine()}, {os.cpu_count()} CPU cores "
+              "shared with other work during the run (noisy).\n\nPer-user tok/s = mean over requests of "
+              "(tokens - 1) / (latency - TTFT); TTFT = request sent -> first content chunk.\n\n")
+    (out / "README.md").write_text(header + table + f"\n\nOutputs identical across modes and concurrency levels: "
+                                   f"{'yes' if same_across else 'no'}.\n")
+    print(table)
+    print(f"\nwrote {out / 'results.json'} and {out / 'README.md'}", file=sys.stderr)
+    return 0 if all(same.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
