@@ -71,8 +71,9 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> float:
-    """Seconds per decode step: `windows` scheduler steps after the prefill (and one untimed warm-up window)."""
+def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> tuple[float, float]:
+    """Seconds per decode step over `windows` scheduler steps after the prefill (and one untimed warm-up window), and
+    the mean number of tokens a step verified (τ: the drafter context rows the next step takes in)."""
     sched = engine.new_scheduler()
     params = SamplingParams(max_new_tokens=engine.max_seq_len - prompt_len - 1, ignore_eos=True)
     g = torch.Generator().manual_seed(bs)
@@ -86,23 +87,30 @@ def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> float:
     for _ in range(windows):
         sched.step()
     sync(device)
-    return (time.perf_counter() - t0) / (windows * steps_per_call)
+    seconds = (time.perf_counter() - t0) / (windows * steps_per_call)
+    taus = [t for i in range(bs) for t in sched.stats_of(i).taus]
+    return seconds, sum(taus) / len(taus)
 
 
-def time_models(engine, bs: int, prompt_len: int, k: int, repeats: int, device) -> float:
-    """Seconds for the drafter forward + LM head + target verify forward alone, same shapes as a step."""
+def time_models(engine, bs: int, prompt_len: int, k: int, repeats: int, device, tau: float) -> float:
+    """Seconds for the drafter forward + LM head + target verify forward alone, with the shapes a step of the engine's
+    loop gives them: the host loop attends over the live length and feeds the drafter the last step's τ context rows;
+    the device loop attends over the window's length bucket and always feeds k rows (its shapes are captured)."""
     target, drafter = engine.target, engine.drafter
     dev, dtype = device, target.lm_head.weight.dtype
     slots = torch.arange(bs, device=dev)
     engine.target_cache.lengths[:bs] = prompt_len
-    engine.drafter_cache.lengths[:bs] = prompt_len - k
-    context = torch.randn(bs, k, drafter.fc.in_features, dtype=dtype, device=dev)
-    counts = torch.full((bs,), k, device=dev)
+    rows = k if engine.decode_loop == "device" else max(1, round(tau))
+    engine.drafter_cache.lengths[:bs] = prompt_len - rows
+    context = torch.randn(bs, rows, drafter.fc.in_features, dtype=dtype, device=dev)
+    counts = torch.full((bs,), rows, device=dev)
     block_ids = torch.randint(2, 100, (bs, drafter.block_size), device=dev)
     block_pos = prompt_len + torch.arange(drafter.block_size, device=dev).expand(bs, -1)
     verify = torch.randint(2, 100, (bs, k), device=dev)
-    # the attention length a device-loop window uses at this length (the host loop uses the exact length)
-    upto = length_bucket(prompt_len + engine.steps_per_sync * k, engine.target_cache.capacity)
+    # the attention length: a device-loop window's length bucket; the host loop's exact live length
+    upto = prompt_len + engine.steps_per_sync * k
+    if engine.decode_loop == "device":
+        upto = length_bucket(upto, engine.target_cache.capacity)
 
     def models():
         hidden = drafter(target.embed(block_ids), block_pos, context, counts, engine.drafter_cache, slots, upto)
@@ -152,8 +160,8 @@ def main() -> None:
           + (f" ({args.steps_per_sync} steps per host read)" if args.decode_loop == "device" else ""))
     print(f"{'batch':>5} {'step ms':>9} {'model ms':>9} {'overhead':>9}")
     for bs in batch_sizes:
-        step = time_steps(engine, bs, args.prompt_len, args.windows, device)
-        model = time_models(engine, bs, args.prompt_len, args.verify_len, max(args.windows, 5), device)
+        step, tau = time_steps(engine, bs, args.prompt_len, args.windows, device)
+        model = time_models(engine, bs, args.prompt_len, args.verify_len, max(args.windows, 5), device, tau)
         print(f"{bs:>5} {1e3 * step:>9.3f} {1e3 * model:>9.3f} {100 * (step - model) / step:>8.1f}%")
 
 
