@@ -60,8 +60,10 @@ class Fused:
     saved and quantized is unchanged; nothing is copied twice).
 
     transposed (the CPU layout): the stack is stored [in, out], contiguous, and applied as x @ W^T-stored. MKL's
-    small-M GEMMs run about 1.3-2x faster with the weight in that layout than with nn.Linear's [out, in] (measured
-    2026-11-23: 16x256 @ 256x1280, 240 -> 116 us on one core). On CUDA the nn.Linear layout is kept."""
+    single-row GEMMs (the AR step) run about 1.5x faster with the weight in that layout than with nn.Linear's
+    [out, in]; 16-row ones (a K = 16 verify) within -5..+7 % (2026-11-24, one core, the fixture's shapes: 1x256 @
+    256x1280 35 -> 24 us, 1x256 @ 256x2048 56 -> 37 us; 16x256 @ 256x1280 148 -> 138 us). On CUDA the nn.Linear
+    layout is kept."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, transposed: bool):
         self.weight, self.bias, self.transposed = weight, bias, transposed
