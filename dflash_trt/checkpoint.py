@@ -24,8 +24,25 @@ WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 DRAFTER_ARCHITECTURE = "DFlashDraftModel"
 
-# architecture name -> family. A family fixes the tensor layout and a few switches (q/k norms).
-TARGET_ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama"}
+# architecture name -> family. Native families (NATIVE_FAMILIES) run on dflash-trt's own decoder (models/target.py: the
+# family fixes the tensor layout and a few switches, q/k norms); the others run the family's own transformers module
+# against the engine's KV cache (models/hf_target.py): attention sinks, sliding windows, MoE routing, per-layer types
+# and RoPE variants are transformers' own. A *ForConditionalGeneration entry serves the text model of its text_config.
+TARGET_ARCHITECTURES = {
+    "Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama",
+    "GptOssForCausalLM": "gpt_oss", "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Gemma4ForCausalLM": "gemma4", "Gemma4ForConditionalGeneration": "gemma4",
+}
+NATIVE_FAMILIES = ("qwen3", "llama")
+# family -> the model_type its (text) config must have
+HF_FAMILY_MODEL_TYPES = {"gpt_oss": "gpt_oss", "qwen3_moe": "qwen3_moe", "gemma4": "gemma4_text"}
+# Attention layer types the transformers-backed path runs (its masks are built per type).
+HF_LAYER_TYPES = ("full_attention", "sliding_attention")
+HYBRID_REASON = ("hybrid linear attention (Gated DeltaNet layers, layer type 'linear_attention'): those layers carry a "
+                 "recurrent state per sequence that verify-and-crop cannot roll back by shortening a cache length, so "
+                 "speculative verification cannot run on it; not supported yet")
+# Architectures (by name prefix) refused with the reason; anything else not in TARGET_ARCHITECTURES is refused too.
+REFUSED_ARCHITECTURES = {"Qwen3_5": HYBRID_REASON, "Qwen3Next": HYBRID_REASON}
 # RoPE variants that are a fixed function of position. "dynamic"/"longrope" change with sequence length at run time.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
@@ -154,10 +171,34 @@ class TargetConfig(DecoderShape):
     tie_word_embeddings: bool = False
     eos_token_ids: tuple[int, ...] = ()
     max_position_embeddings: int | None = None  # the longest sequence the target was made for (None: not stated)
+    # "native": dflash-trt's decoder (models/target.py); "transformers": the family's transformers module
+    # (models/hf_target.py). The fields below are the transformers path's; hf_config is then the *text* config.
+    backend: str = "native"
+    architecture: str = ""
+    text_of_multimodal: bool = False  # a *ForConditionalGeneration checkpoint: its weights under model.language_model.
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int | None = None
+    quantization: str | None = None  # "mxfp4": gpt-oss expert weights, dequantized at load (see hf_target)
 
     @property
     def qk_norm(self) -> bool:
         return self.family == "qwen3"
+
+
+def _eos_ids(directory: Path, *configs: dict[str, Any]) -> tuple[int, ...]:
+    """EOS ids from config.json (top level, then a text_config) and generation_config.json, in that order."""
+    eos_ids: list[int] = []
+    for raw in configs:
+        eos = raw.get("eos_token_id")
+        eos_ids += [eos] if isinstance(eos, int) else list(eos or [])
+    generation_config = directory / "generation_config.json"
+    if generation_config.is_file():
+        try:
+            gen_eos = json.loads(generation_config.read_text()).get("eos_token_id")
+        except json.JSONDecodeError:
+            gen_eos = None
+        eos_ids += [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+    return tuple(dict.fromkeys(int(e) for e in eos_ids))
 
 
 def load_target_config(directory: str | os.PathLike) -> TargetConfig:
@@ -167,28 +208,129 @@ def load_target_config(directory: str | os.PathLike) -> TargetConfig:
     archs = raw.get("architectures") or []
     family = next((TARGET_ARCHITECTURES[a] for a in archs if a in TARGET_ARCHITECTURES), None)
     if family is None:
+        refused = next(((a, why) for a in archs if isinstance(a, str)
+                        for prefix, why in REFUSED_ARCHITECTURES.items() if a.startswith(prefix)), None)
+        if refused is not None:
+            raise CheckpointError(f"target {path}: architecture {refused[0]!r} is not supported: {refused[1]}")
         raise CheckpointError(
             f"target {path}: field 'architectures' = {archs!r} is not supported; supported: {sorted(TARGET_ARCHITECTURES)}"
         )
+    if family not in NATIVE_FAMILIES:
+        arch = next(a for a in archs if a in TARGET_ARCHITECTURES)
+        return _hf_target_config(directory, raw, path, family, arch)
     hf = _hf_config(raw, "target", path)
-    eos = raw.get("eos_token_id")
-    eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
-    generation_config = directory / "generation_config.json"
-    if generation_config.is_file():
-        try:
-            gen_eos = json.loads(generation_config.read_text()).get("eos_token_id")
-        except json.JSONDecodeError:
-            gen_eos = None
-        eos_ids += [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
     return TargetConfig(
         **_decoder_shape(raw, hf, "target", path),
         family=family,
         mlp_bias=bool(raw.get("mlp_bias", False)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        eos_token_ids=tuple(dict.fromkeys(int(e) for e in eos_ids)),
+        eos_token_ids=_eos_ids(directory, raw),
         max_position_embeddings=_require_int(raw, "max_position_embeddings", "target", path)
         if "max_position_embeddings" in raw else None,
+        architecture=next(a for a in archs if a in TARGET_ARCHITECTURES),
     )
+
+
+def _hf_target_config(directory: Path, raw: dict[str, Any], path: Path, family: str, arch: str) -> TargetConfig:
+    """A target the transformers-backed path runs (TARGET_ARCHITECTURES, not native): transformers parses the config
+    (no remote code); what the engine needs is read from its text config; what it cannot run is refused here, before
+    any weights are read, with the field and the reason."""
+    what = "target"
+    multimodal = arch.endswith("ForConditionalGeneration")
+    if multimodal and not isinstance(raw.get("text_config"), dict):
+        raise CheckpointError(f"{what} {path}: architecture {arch!r} needs a 'text_config' object (dflash-trt serves "
+                              "its text model); this config has none")
+    raw_text = raw["text_config"] if multimodal else raw
+    hf = _hf_config(raw, what, path)
+    text = hf.get_text_config() if multimodal else hf
+    model_type = _text_attr(text, "model_type", None)
+    if model_type != HF_FAMILY_MODEL_TYPES[family]:
+        raise CheckpointError(f"{what} {path}: architecture {arch!r} needs a (text) config of model_type "
+                              f"{HF_FAMILY_MODEL_TYPES[family]!r}, got {model_type!r}; fix 'model_type' or 'architectures'")
+    for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        _require_int(raw_text, name, what, path)
+    layers = raw_text["num_hidden_layers"]
+    sliding = _text_attr(text, "sliding_window", None)
+    layer_types = list(_text_attr(text, "layer_types", None) or
+                       ["sliding_attention" if sliding else "full_attention"] * layers)
+    if len(layer_types) != layers:
+        raise CheckpointError(f"{what} {path}: field 'layer_types' has {len(layer_types)} entries for "
+                              f"num_hidden_layers={layers}; give one per layer")
+    unknown = sorted(set(layer_types) - set(HF_LAYER_TYPES))
+    if unknown:
+        why = HYBRID_REASON if "linear_attention" in unknown else (
+            f"dflash-trt runs {' and '.join(HF_LAYER_TYPES)} layers (it builds each type's attention mask)")
+        raise CheckpointError(f"{what} {path}: field 'layer_types' has layer type(s) {unknown}, not supported: {why}")
+    if "sliding_attention" in layer_types and not (isinstance(sliding, int) and sliding >= 1):
+        raise CheckpointError(f"{what} {path}: sliding_attention layers need 'sliding_window' >= 1, got {sliding!r}")
+    if _text_attr(text, "use_bidirectional_attention", None) == "all":
+        raise CheckpointError(f"{what} {path}: field 'use_bidirectional_attention' = 'all' makes every layer "
+                              "bidirectional: not a causal language model, speculative decoding cannot run on it")
+    quant = raw.get("quantization_config") or raw_text.get("quantization_config")
+    quantization = None
+    if quant:
+        method = quant.get("quant_method") if isinstance(quant, dict) else None
+        if family == "gpt_oss" and method == "mxfp4":
+            quantization = "mxfp4"
+        else:
+            raise CheckpointError(f"{what} {path}: field 'quantization_config' (quant_method {method!r}) is not "
+                                  "supported for this target; dflash-trt loads float checkpoints and gpt-oss MXFP4 "
+                                  "experts (dequantized)")
+    heads = raw_text["num_attention_heads"]
+    kv_heads = _text_attr(text, "num_key_value_heads", None) or heads
+    if heads % kv_heads:
+        raise CheckpointError(f"{what} {path}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
+    max_pos = _text_attr(text, "max_position_embeddings", None)
+    dtype_src = raw if ("dtype" in raw or "torch_dtype" in raw) else raw_text
+    if quantization == "mxfp4" and not ("dtype" in dtype_src or "torch_dtype" in dtype_src):
+        dtype_src = {"dtype": "bfloat16"}  # gpt-oss stores its other tensors in bf16; its experts dequantize to it
+    return TargetConfig(
+        hidden_size=raw_text["hidden_size"],
+        intermediate_size=int(_text_attr(text, "intermediate_size", None) or 4 * raw_text["hidden_size"]),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=_text_attr(text, "head_dim", None) or raw_text["hidden_size"] // heads,
+        rms_norm_eps=float(_text_attr(text, "rms_norm_eps", 1e-6)),
+        vocab_size=raw_text["vocab_size"],
+        attention_bias=bool(_text_attr(text, "attention_bias", False)),
+        rope=_drafter_rope(text),
+        dtype=_checkpoint_dtype(dtype_src, what, path),
+        hf_config=text,
+        family=family,
+        tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", False) if multimodal
+                                 else _text_attr(text, "tie_word_embeddings", False)),
+        eos_token_ids=_eos_ids(directory, raw, raw_text) if multimodal else _eos_ids(directory, raw),
+        max_position_embeddings=int(max_pos) if max_pos else None,
+        backend="transformers",
+        architecture=arch,
+        text_of_multimodal=multimodal,
+        layer_types=tuple(layer_types),
+        sliding_window=sliding if "sliding_attention" in layer_types else None,
+        quantization=quantization,
+    )
+
+
+def _text_attr(text_config, name: str, default=None):
+    """A text-config field; for a field that varies per layer (Gemma 4's head_dim / num_key_value_heads, which
+    transformers refuses to read globally) the config's own global value (the sliding layers')."""
+    try:
+        return getattr(text_config, name, default)
+    except Exception:  # noqa: BLE001 - transformers' AmbiguousGlobalPerLayerAttributeError
+        return text_config.to_dict().get(name, default)
+
+
+def _drafter_rope(text_config) -> dict[str, Any]:
+    """The RoPE a new drafter for a transformers-path target copies (new_drafter_config; the target itself runs
+    transformers' own RoPE): the full-attention layers' parameters where they differ per layer type (Gemma 4), and
+    plain RoPE at their theta where their type is not one dflash-trt's drafter implements (e.g. Gemma 4's
+    'proportional')."""
+    params = rope_parameters(text_config)
+    if "full_attention" in params and isinstance(params["full_attention"], dict):
+        params = dict(params["full_attention"])
+    if params.get("rope_type", "default") not in STATIC_ROPE_TYPES:
+        params = {"rope_type": "default", "rope_theta": float(params.get("rope_theta", 10000.0))}
+    return params
 
 
 @dataclass
@@ -350,11 +492,9 @@ def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def load_safetensors_dir(directory: str | os.PathLike, what: str, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-    """All tensors of a checkpoint directory: one `model.safetensors`, a sharded index, or a set of *.safetensors."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+def safetensors_files(directory: str | os.PathLike, what: str) -> list[Path]:
+    """The safetensors files of a checkpoint directory (one `model.safetensors`, a sharded index's shards, or every
+    *.safetensors), or a CheckpointError: no weights, missing shards, or pickle weights only (never unpickled)."""
     directory = Path(directory)
     index = directory / INDEX_NAME
     if index.is_file():
@@ -378,6 +518,16 @@ def load_safetensors_dir(directory: str | os.PathLike, what: str, device: str | 
                 "(never unpickles): convert them with safetensors.torch.save_file on a trusted machine"
             )
         raise CheckpointError(f"{what} {directory}: no *.safetensors weights found")
+    return files
+
+
+def load_safetensors_dir(directory: str | os.PathLike, what: str, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """All tensors of a checkpoint directory: one `model.safetensors`, a sharded index, or a set of *.safetensors."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    files = safetensors_files(directory, what)
     tensors: dict[str, torch.Tensor] = {}
     for f in files:
         try:

@@ -91,6 +91,10 @@ class TargetModel(nn.Module):
     def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
         return self.head(normed_hidden) if self.head is not None else self.lm_head(normed_hidden)
 
+    def cache_shapes(self) -> list[tuple[int, int, int]]:
+        """(layers, kv_heads, head_dim) of the KV cache, for TorchEngine's memory check."""
+        return [(self.cfg.num_hidden_layers, self.cfg.num_key_value_heads, self.cfg.head_dim)]
+
     def new_cache(self, max_batch: int, capacity: int, device=None) -> KVCache:
         weight = self.model.embed_tokens.weight
         return KVCache(self.cfg.num_hidden_layers, max_batch, capacity, self.cfg.num_key_value_heads, self.cfg.head_dim,
@@ -136,3 +140,16 @@ class TargetModel(nn.Module):
         if logits_at is not None:
             h = torch.gather(h, 1, logits_at[..., None].expand(-1, -1, h.shape[-1]))
         return self.logits(h if last in taps else self.model.norm(h)), features
+
+
+def load_target(directory: str | os.PathLike, dtype: torch.dtype | None = None, device: str | torch.device = "cpu",
+                cfg: ckpt.TargetConfig | None = None):
+    """The target of a checkpoint directory, on the path config.json picks (checkpoint.TARGET_ARCHITECTURES): the
+    native decoder (TargetModel) for Qwen3 / Llama, the family's own transformers module (HfTarget) for the others.
+    Every place that loads a target from a directory goes through here."""
+    cfg = cfg or ckpt.load_target_config(directory)
+    if cfg.backend == "native":
+        return TargetModel.from_pretrained(directory, dtype, device, cfg)
+    from dflash_trt.models.hf_target import HfTarget
+
+    return HfTarget.from_pretrained(directory, dtype, device, cfg)

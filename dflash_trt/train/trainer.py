@@ -25,7 +25,7 @@ from tqdm import tqdm
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import ConfigError
 from dflash_trt.models.drafter import DFlashDrafter
-from dflash_trt.models.target import TargetModel
+from dflash_trt.models.target import TargetModel, load_target
 from dflash_trt.train.data import encode_prompt, max_prefix_length, read_prompts, self_distill
 
 
@@ -270,7 +270,7 @@ def train_drafter(cfg: TrainConfig) -> Path:
                                           dtype=ckpt.DTYPES[cfg.save_dtype] if cfg.save_dtype else None)
     work = Path(cfg.work_dir or f"{cfg.output}.work")
 
-    target = TargetModel.from_pretrained(cfg.target, device=device, cfg=target_cfg)
+    target = load_target(cfg.target, device=device, cfg=target_cfg)
     target.requires_grad_(False)
     target.tap_layer_ids = list(drafter_cfg.target_layer_ids)
 
