@@ -24,6 +24,7 @@ def _add_generate(sub):
     p.add_argument("--verify-len", type=int, default=None,
                    help="K, block slots the target verifies per step, 2..the drafter's block_size (default: all of them)")
     p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
+    p.add_argument("--draft", default=None, metavar="chain:K|auto", help="chain:K (verify K block slots per step, = --verify-len K) or auto (K chosen per window from measured acceptance and step cost; spec/budget.py)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
     p.add_argument("--dtype", default="auto", help="auto (the checkpoint's own), float32, bfloat16 or float16")
     p.add_argument("--max-seq-len", type=int, default=None,
@@ -50,7 +51,7 @@ def _generate(args) -> int:
     if not args.engine_dir and not args.no_draft and not args.drafter:
         raise ConfigError("--drafter is required unless --no-draft is given")
     from dflash_trt.engines.requests import verify_len_from
-    from dflash_trt.manifest import runtime_verify_len
+    from dflash_trt.manifest import runtime_draft, runtime_verify_len
 
     verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     # Request errors first: a typo in --temperature must not cost a full model load.
@@ -63,14 +64,18 @@ def _generate(args) -> int:
                                        dtype=None if args.dtype == "auto" else args.dtype,
                                        max_batch_size=len(args.prompt), use_drafter=not args.no_draft,
                                        decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
-        if verify_len is None and manifest["backend"] == "torch":
-            verify_len = runtime_verify_len(manifest)
+        if verify_len is None and args.draft is None and manifest["backend"] == "torch":
+            args.draft = runtime_draft(manifest)  # the build's draft budget, else its verify_len
+            verify_len = None if args.draft is not None else runtime_verify_len(manifest)
     else:
         engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
                                              dtype=args.dtype, max_batch_size=len(args.prompt),
                                              max_seq_len=args.max_seq_len, decode_loop=args.decode_loop,
                                              steps_per_sync=args.steps_per_sync)
-    results = engine.generate(args.prompt, params, verify_len=None if args.no_draft else verify_len)
+    if args.draft is not None and (args.no_draft or getattr(engine, "draft_budget", None) is None):
+        raise ConfigError("--draft needs the torch engine with a drafter (not --no-draft, not a TensorRT-LLM engine)")
+    results = engine.generate(args.prompt, params, verify_len=None if args.no_draft else verify_len,
+                              **({"draft": args.draft} if args.draft is not None else {}))
     from dflash_trt.spec.stats import Stats
 
     merged = Stats.merge([r.stats for r in results])

@@ -95,6 +95,11 @@ def verify_files(manifest: dict, engine_dir: str | os.PathLike, *, checksums: bo
                               "changed: restore it or rebuild the engine directory")
 
 
+def runtime_draft(manifest: dict) -> str | None:
+    """`runtime.draft` ("chain:K" / "auto"), None when the build gave only verify_len."""
+    return (manifest.get("runtime") or {}).get("draft")
+
+
 def runtime_verify_len(manifest: dict) -> int | None:
     """`runtime.verify_len` (K, slots the target verifies per step), or `runtime.block_size`, its name in manifests
     written before block_size came to mean only the drafter's B."""

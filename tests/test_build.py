@@ -102,6 +102,8 @@ def _drafter_for_other_target(tmp_path, make_pair) -> Path:
     ("no calibration file", "field 'quantization.calibration.prompts'"),
     ("too few gate prompts", "80 prompts; 100 are needed after the first 16"),
     ("cuda without a GPU", "has no CUDA GPU"),
+    ("unknown draft", "field 'draft': draft must be 'chain:K'"),
+    ("auto on trtllm", "field 'draft' is 'auto', which the torch engine runs"),
 ])
 def test_bad_plans_fail_fast_naming_the_problem(tmp_path, make_pair, case, message):
     sets = {
@@ -113,6 +115,8 @@ def test_bad_plans_fail_fast_naming_the_problem(tmp_path, make_pair, case, messa
         "no calibration file": [f"quantization.calibration.prompts={tmp_path / 'none.jsonl'}"],
         "too few gate prompts": ["quantization.gate.num_prompts=100"],
         "cuda without a GPU": ["device=cuda"],
+        "unknown draft": ["draft=fast"],
+        "auto on trtllm": ["backend=trtllm", "dtype=bfloat16", "draft=auto"],
     }[case]
     if case == "cuda without a GPU" and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
@@ -325,6 +329,19 @@ def test_unquantized_build_copies_the_drafter(tmp_path):
     assert m["acceptance"] is None and m["drafter"]["quantization"] == "none"
     for f in ("config.json", "model.safetensors"):
         assert (d / "drafter" / f).read_bytes() == (PAIR / "drafter" / f).read_bytes()
+
+
+def test_draft_auto_goes_into_the_engine_directory(tmp_path, capsys):
+    """draft: auto is recorded in the manifest and the Triton repository, and generate --engine-dir runs it."""
+    assert build_cli(TINY_CONFIG, small(tmp_path, "auto", **{"quantization.format": "none", "draft": "auto"})) == 0
+    d = tmp_path / "auto"
+    assert load_manifest(d)["runtime"]["draft"] == "auto"
+    assert 'key: "draft" value: { string_value: "auto" }' in next(d.glob("triton/*/dflash/config.pbtxt")).read_text()
+    capsys.readouterr()
+    assert main(["generate", "--engine-dir", str(d), "--prompt", "Question: 1 + 2?\nAnswer:", "--max-new-tokens", "16",
+                 "--check-ar", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matches_ar"] == [True] and len(report["results"][0]["stats"]["histogram"]) == 16
 
 
 def test_build_json_prints_only_the_manifest(tmp_path, capsys):

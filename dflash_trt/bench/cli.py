@@ -32,6 +32,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--verify-len", type=int, default=None, metavar="K",
                    help="K, block slots the target verifies per step, 2..the drafter's block_size (default: all of them)")
     p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
+    p.add_argument("--draft", default=None, metavar="chain:K|auto",
+                   help="DFlash mode's draft budget: chain:K (= --verify-len K) or auto (K chosen per window; torch "
+                        "engine)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples with the same per-prompt "
                                                                   "seeds in both modes")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
@@ -67,7 +70,8 @@ def config_from_args(args):
 
     return BenchConfig(target=args.target, drafter=args.drafter, datasets=list(args.dataset),
                        num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                       verify_len=verify_len_arg(args), temperature=args.temperature, device=args.device,
+                       verify_len=verify_len_arg(args), draft=args.draft, temperature=args.temperature,
+                       device=args.device,
                        dtype=args.dtype, seed=args.seed, warmup=args.warmup, output=args.output,
                        max_seq_len=args.max_seq_len, hf_baseline=getattr(args, "hf_baseline", True))
 
@@ -76,7 +80,7 @@ def open_engine_dir(args, config):
     """(engine, settings for the report) for --engine-dir: the torch engine with the build's runtime settings (dtype,
     max_seq_len), or both TensorRT-LLM modes of a trtllm engine directory."""
     from dflash_trt.errors import ConfigError
-    from dflash_trt.manifest import load_manifest, runtime_verify_len
+    from dflash_trt.manifest import load_manifest, runtime_draft, runtime_verify_len
 
     if args.target or args.drafter:
         raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
@@ -93,8 +97,9 @@ def open_engine_dir(args, config):
                                        max_batch_size=max(args.batch_size, 1), decode_loop=args.decode_loop,
                                        steps_per_sync=args.steps_per_sync)
     config.target, config.drafter = (manifest.get("target") or {}).get("path"), "drafter"
-    if config.verify_len is None:
-        config.verify_len = runtime_verify_len(manifest)
+    if config.verify_len is None and config.draft is None:
+        config.draft = runtime_draft(manifest)  # the build's draft budget, else its verify_len
+        config.verify_len = None if config.draft is not None else runtime_verify_len(manifest)
     config.extra["engine_dir"] = str(args.engine_dir)
     config.extra["backend"] = manifest.get("backend")
     config.extra["drafter_quantization"] = (manifest.get("drafter") or {}).get("quantization")

@@ -114,6 +114,7 @@ def acceptance_summary(stats: Sequence[Stats], verify_len: int | None = None) ->
         "verify_len": pooled.verify_len,
         "steps": steps,
         "mean_tau": pooled.mean_tau if steps else None,
+        "mean_verify_len": pooled.mean_verify_len if steps else None,
         "histogram": hist,
         "histogram_fraction": [c / steps for c in hist] if steps else [0.0] * len(hist),
         "per_position_acceptance": pooled.per_position_acceptance,

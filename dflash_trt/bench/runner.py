@@ -38,6 +38,7 @@ class BenchConfig:
     max_new_tokens: int = 256
     batch_size: int = 1
     verify_len: int | None = None  # K, block slots the target verifies per step; None = the drafter's block_size
+    draft: str | None = None  # the DFlash mode's draft budget ("chain:K" / "auto"; torch engine), instead of verify_len
     temperature: float = 0.0
     device: str | None = None  # None = cuda if available
     dtype: str = "auto"
@@ -303,6 +304,15 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
         raise ConfigError("bench compares DFlash with AR and needs a drafter: pass --drafter DIR")
     if engine.max_batch_size < config.batch_size:
         raise ConfigError(f"--batch-size {config.batch_size} exceeds the engine's max_batch_size {engine.max_batch_size}")
+    if config.draft is not None:
+        if getattr(engine, "draft_budget", None) is None or getattr(engine, "drafter", None) is None:
+            raise ConfigError("--draft needs the torch engine with a drafter; give --verify-len K for this engine")
+        from dflash_trt.engines.requests import resolve_draft
+
+        kind, k_draft = resolve_draft(config.draft, config.verify_len, engine.drafter.block_size)
+        config.verify_len = k_draft if kind == "chain" else None
+        if kind == "chain":
+            config.draft = None  # the same as --verify-len K
     k = max_k if config.verify_len is None else config.verify_len
     if not 2 <= k <= max_k:
         what = "the drafter's block_size" if getattr(engine, "drafter", None) is not None else "the engine's verify_len"
@@ -341,8 +351,10 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             outs = [hf.generate(p.ids, q) for p, q in zip(batch, params(batch))]
             return [tokens for tokens, _ in outs], [timing for _, timing in outs]
         spec = mode == "spec"
-        results = raise_if_failed(engine.generate([p.ids for p in batch], params(batch), verify_len=k if spec else None,
-                                                  use_drafter=spec), f"bench ({mode})")
+        budget = {"draft": config.draft} if spec and config.draft is not None else \
+            {"verify_len": k if spec else None}
+        results = raise_if_failed(engine.generate([p.ids for p in batch], params(batch), use_drafter=spec, **budget),
+                                  f"bench ({mode})")
         return results, [metrics.batch_timing([r.stats for r in results])]
 
     # ---- the runs: each batch in AR and DFlash mode (and transformers), interleaved (same conditions for all); an
@@ -459,6 +471,7 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             "target": str(config.target), "drafter": str(config.drafter),
             "datasets": [str(s.path) for s in sets], "num_prompts": config.num_prompts,
             "max_new_tokens": config.max_new_tokens, "batch_size": config.batch_size, "verify_len": k,
+            "draft": config.draft or f"chain:{k}",
             "drafter_block_size": drafter_block, "temperature": float(config.temperature), "seed": config.seed,
             "warmup": config.warmup, "max_seq_len": max_seq_len,
             "dtype": _dtype_name(engine), "dtype_arg": config.dtype,
@@ -560,7 +573,8 @@ def format_table(report: dict) -> str:
     s = report.get("settings", {})
     dev = report.get("device", {})
     title = (f"dflash-trt bench  device={dev.get('type')} ({dev.get('name')})  dtype={s.get('dtype')}  "
-             f"K={_verify_len_setting(s)}  T={s.get('temperature')}  batch={s.get('batch_size')}  "
+             f"{'draft=auto (K <= ' + str(_verify_len_setting(s)) + ')' if s.get('draft') == 'auto' else 'K=' + str(_verify_len_setting(s))}"
+             f"  T={s.get('temperature')}  batch={s.get('batch_size')}  "
              f"max_new_tokens={s.get('max_new_tokens')}  torch {report.get('torch_version')}")
     out = [title, line(header), sep]
     out += [line(r) for r in rows[:-1]]

@@ -97,6 +97,7 @@ def _write_triton_repository(plan: BuildPlan, tmp: Path) -> None:
     write_model_repository(tmp / TRITON_REPOSITORY, target=c.target, drafter=tmp / "drafter",
                            max_batch_size=c.max_batch_size, max_seq_len=c.max_seq_len, device=c.device,
                            dtype=plan.dtype, verify_len=plan.verify_len, instance_count=c.triton.instance_count,
+                           draft=c.draft if c.draft is not None and not c.draft.startswith("chain") else None,
                            default_max_tokens=c.triton.default_max_tokens, engine_dir=tmp)
 
 

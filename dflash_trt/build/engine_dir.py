@@ -79,6 +79,7 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
                     **({"modelopt": quantization} if quantization else {})},
         "runtime": {"device": "cuda" if trtllm else c.device, "dtype": plan.dtype, "max_batch_size": c.max_batch_size,
                     "max_seq_len": c.max_seq_len, "verify_len": plan.verify_len,
+                    **({"draft": c.draft} if c.draft is not None else {}),
                     "cuda_graph_batch_sizes": list(c.cuda_graph_batch_sizes),
                     "kv_cache_free_gpu_memory_fraction": c.kv_cache_free_gpu_memory_fraction,
                     "tensor_parallel_size": c.tensor_parallel_size},

@@ -124,8 +124,8 @@ def make_plan(config: BuildConfig, *, force: bool = False,
             why = ("backend torch runs it" if config.backend == "torch" else
                    f"quantization.format {q.format} calibrates the drafter on the target's real hidden states, which "
                    "dflash-trt's torch engine computes")
-            raise CheckpointError(f"{err} [{why}; it runs Qwen3 and Llama targets: use backend trtllm with "
-                                  "quantization.format none for other targets]") from None
+            raise CheckpointError(f"{err} [{why}; it runs Qwen3, Llama, gpt-oss, Qwen3-MoE and Gemma 4 targets: use "
+                                  "backend trtllm with quantization.format none for other targets]") from None
         target = ckpt.load_target_summary(config.target)
         torch_runs_target = False
     ckpt.check_pair(target, drafter, config.drafter)
@@ -138,6 +138,19 @@ def make_plan(config: BuildConfig, *, force: bool = False,
     if not 2 <= k <= drafter.block_size:
         raise ConfigError(f"field 'verify_len' is {k}; it must be in 2..{drafter.block_size} (the drafter's trained "
                           "block_size): lower it or remove it")
+    if config.draft is not None:
+        from dflash_trt.engines.requests import resolve_draft
+        from dflash_trt.errors import RequestError
+
+        try:
+            # auto runs K up to the drafter's block: a verify_len equal to it (the default) says the same
+            auto = config.draft.strip() == "auto" and config.verify_len == drafter.block_size
+            kind, k = resolve_draft(config.draft, None if auto else config.verify_len, drafter.block_size)
+        except RequestError as err:
+            raise ConfigError(f"field 'draft': {err}") from None
+        if kind == "auto" and config.backend == "trtllm":
+            raise ConfigError("field 'draft' is 'auto', which the torch engine runs; TensorRT-LLM verifies a fixed "
+                              "max_draft_len: use 'chain:K' or verify_len with backend trtllm")
 
     dtype = config.dtype
     if dtype == "auto":

@@ -159,6 +159,32 @@ def resolve_verify_len(verify_len: int | None, drafter_block_size: int | None) -
     return k
 
 
+def resolve_draft(draft: str | None, verify_len: int | None, drafter_block_size: int | None) -> tuple[str, int]:
+    """The draft budget: ("chain", K) for `draft="chain:K"` (or `verify_len=K`, the same thing; default K = B),
+    ("auto", B) for `draft="auto"` (K chosen per window, up to B: spec/budget.py). Without a drafter: ("chain", 1)."""
+    if drafter_block_size is None:
+        return "chain", 1
+    if draft is None:
+        return "chain", resolve_verify_len(verify_len, drafter_block_size)
+    if not isinstance(draft, str):
+        raise RequestError(f"draft must be 'chain:K' or 'auto', got {draft!r}")
+    kind, _, arg = draft.strip().partition(":")
+    if kind == "auto" and not arg:
+        if verify_len is not None:
+            raise RequestError(f"draft 'auto' chooses the verify length itself: give draft or verify_len, not both "
+                               f"(verify_len {verify_len!r})")
+        return "auto", drafter_block_size
+    if kind == "chain" and arg.strip().isdigit():
+        k = int(arg)
+        if verify_len is not None and verify_len != k:
+            raise RequestError(f"draft {draft!r} and verify_len {verify_len!r} disagree: give one of them")
+        return "chain", resolve_verify_len(k, drafter_block_size)
+    if kind == "tree":
+        raise RequestError(f"draft {draft!r}: tree drafting is not implemented yet; use 'chain:K' (K in "
+                           f"2..{drafter_block_size}) or 'auto'")
+    raise RequestError(f"draft must be 'chain:K' (K in 2..{drafter_block_size}) or 'auto', got {draft!r}")
+
+
 def verify_len_from(verify_len: int | None, block_size: int | None, where: str = "verify_len") -> int | None:
     """The verify length K, also from the deprecated `block_size` option (which once meant K in generate, bench and
     serve; block_size is the drafter's B)."""

@@ -23,8 +23,9 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dflash_trt.engines.requests import Request, Result, StepEvent, finish_reason, resolve_verify_len
+from dflash_trt.engines.requests import Request, Result, StepEvent, finish_reason, resolve_draft
 from dflash_trt.errors import ConfigError, RequestError
+from dflash_trt.spec.budget import FixedChain
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.stats import Stats
 from dflash_trt.spec.step import SlotRequest
@@ -59,15 +60,19 @@ class _Live:
 class BatchScheduler:
     """Step-level API over a TorchEngine: add / step / abort, up to engine.max_batch_size requests at a time.
 
-    verify_len (K <= the drafter's block_size), use_drafter and steps_per_sync are fixed for the scheduler's life.
-    The engine's caches belong to the latest scheduler made on it: an older one refuses to step."""
+    The draft budget (`draft` "chain:K" or "auto", or `verify_len` K <= the drafter's block_size: see
+    spec/budget.py), use_drafter and steps_per_sync are fixed for the scheduler's life; with "auto" the budget chooses
+    K before every window. The engine's caches belong to the latest scheduler made on it: an older one refuses to
+    step."""
 
     def __init__(self, engine: "TorchEngine", *, verify_len: int | None = None, use_drafter: bool = True,
-                 steps_per_sync: int | None = None):
+                 steps_per_sync: int | None = None, draft: str | None = None):
         self.engine = engine
         self.runner = engine.step_runner
         self.spec = use_drafter and engine.drafter is not None
-        self.k = resolve_verify_len(verify_len, engine.drafter.block_size if self.spec else None)
+        kind, k = resolve_draft(draft, verify_len, engine.drafter.block_size if self.spec else None)
+        self.budget = engine.draft_budget(kind, k) if self.spec else FixedChain(1)  # plain AR: K = 1, no drafter
+        self.k = k  # the largest K a step verifies (chain: every step's)
         steps = engine.steps_per_sync if steps_per_sync is None else steps_per_sync
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= self.runner.max_window:
             raise ConfigError(f"steps_per_sync must be an integer in 1..{self.runner.max_window} (the engine's), got "
@@ -135,6 +140,7 @@ class BatchScheduler:
         live = self._ids.pop(request_id, None)
         if live is None:
             return False
+        self.budget.forget(request_id)
         if live.slot >= 0:
             self._release(live.slot)
         else:
@@ -219,12 +225,14 @@ class BatchScheduler:
     def _fail(self, live: _Live, err: BaseException) -> StepEvent:
         self._unslot(live)
         self._ids.pop(live.request_id, None)
+        self.budget.forget(live.request_id)
         result = self._result(live, "error", f"generation failed: {type(err).__name__}: {err}")
         return StepEvent(live.request_id, [], True, "error", result)
 
     def _finish(self, live: _Live, new: list[int]) -> StepEvent:
         reason = finish_reason(live.outputs, live.req.stops)
         self._ids.pop(live.request_id, None)
+        self.budget.forget(live.request_id)
         self._release(live.slot)
         return StepEvent(live.request_id, new, True, reason, self._result(live, reason))
 
@@ -245,13 +253,17 @@ class BatchScheduler:
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
-        out = self.runner.window(slots, self.k, self.spec, self.steps_per_sync, free=self._free)
+        k = self.budget.choose([live.request_id for live in batch])
+        out = self.runner.window(slots, k, self.spec, self.steps_per_sync, free=self._free)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
+        self.budget.observe_time(len(slots), k, elapsed / self.steps_per_sync)
         events = []
         for live, new, taus, done in zip(batch, out.new_tokens, out.taus, out.done):
             live.outputs.extend(new)
             live.stats.taus.extend(taus)
+            live.stats.ks.extend([k] * len(taus))
+            self.budget.observe(live.request_id, k, taus)
             live.stats.decode_s += elapsed
             events.append(self._finish(live, new) if done else StepEvent(live.request_id, new, False))
         return events

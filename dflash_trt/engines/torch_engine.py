@@ -31,7 +31,9 @@ from dflash_trt.engines.scheduler import BatchScheduler
 from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
-from dflash_trt.models.target import TargetModel
+from dflash_trt.models.target import TargetModel, load_target
+from dflash_trt.spec.budget import AcceptanceCounts, AutoBudget, CostTable, FixedChain
+from dflash_trt.spec.budget import candidates as budget_candidates
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep
 
@@ -102,17 +104,26 @@ class TorchEngine:
         self.steps_per_sync = steps_per_sync if decode_loop == "device" else 1
         self.device = target.lm_head.weight.device
         margin = drafter.block_size if drafter is not None else 1
-        shapes = [(target.cfg.num_hidden_layers, target.cfg.num_key_value_heads, target.cfg.head_dim)]
+        shapes = list(target.cache_shapes())
         if drafter is not None:
             shapes.append((drafter.cfg.num_hidden_layers, drafter.cfg.num_key_value_heads, drafter.cfg.head_dim))
         check_cache_fits(shapes, max_batch_size, max_seq_len + margin, target.lm_head.weight.dtype, self.device)
         ops = ops or ops_for(self.device)
-        # CUDA graphs need the kernels (the references read sampling flags on the host).
+        # CUDA graphs need the kernels (the references read sampling flags on the host) and a capturable target
+        # (a transformers-backed one is not: its MoE routing reads expert counts on the host).
         self.step_runner = SpecStep(target, drafter, max_batch_size=max_batch_size, max_seq_len=max_seq_len,
                                     max_window=self.steps_per_sync, ops=ops,
-                                    cuda_graphs=decode_loop == "device" and ops.name == "cuda")
+                                    cuda_graphs=decode_loop == "device" and ops.name == "cuda"
+                                    and getattr(target, "graph_capturable", True))
         # One user of the caches at a time: generate/stream calls from several threads run one after the other;
         # the scheduler that owns the caches is the latest one made (an older one refuses to step).
+        # The "auto" draft budget's inputs: seconds per step by (batch size, K), measured at the first auto scheduler
+        # unless given (tests give a fixed table, with refine_draft_costs False, for a deterministic choice); the
+        # prior acceptance curve per draft position (None: spec.budget.DEFAULT_PRIOR).
+        self.draft_costs: dict[tuple[int, int], float] | None = None
+        self.refine_draft_costs = True
+        self.draft_prior: list[float] | None = None
+        self.draft_curve: AcceptanceCounts | None = None  # the drafter's acceptance, counted over every auto run
         self._lock = threading.Lock()
         self._lock_thread: int | None = None
         self.cache_owner: object | None = None
@@ -129,7 +140,7 @@ class TorchEngine:
             drafter_cfg = ckpt.load_drafter_config(drafter_dir)
             ckpt.check_pair(target_cfg, drafter_cfg, drafter_dir)
         dtype = resolve_dtype(dtype, target_cfg.dtype)
-        target = TargetModel.from_pretrained(target_dir, dtype, device, target_cfg)
+        target = load_target(target_dir, dtype, device, target_cfg)  # native or transformers-backed, by config.json
         drafter = DFlashDrafter.from_pretrained(drafter_dir, dtype, device, drafter_cfg) if drafter_cfg else None
         tok = ckpt.load_tokenizer(target_dir) if tokenizer else None
         return cls(target, drafter, tok, max_batch_size=max_batch_size, max_seq_len=max_seq_len, decode_loop=decode_loop,
@@ -144,8 +155,8 @@ class TorchEngine:
             if getattr(old, name) != getattr(new, name):
                 raise ConfigError(f"replace_drafter: the new drafter's {name} {getattr(new, name)!r} differs from "
                                   f"{getattr(old, name)!r}; make a new engine for it")
-        table = self.target.rotary.table
-        drafter.rotary.precompute(table[0].shape[0], table[0].dtype)
+        step = self.step_runner  # the positions SpecStep precomputed for the first drafter
+        drafter.rotary.precompute(step.target_cache.capacity + step.block_size, self.target.lm_head.weight.dtype)
         self.drafter = self.step_runner.drafter = drafter.fuse()
 
     @property
@@ -159,26 +170,42 @@ class TorchEngine:
     # ---- public API --------------------------------------------------------------------------------------------------
 
     def generate(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 *, verify_len: int | None = None, use_drafter: bool = True, block_size: int | None = None) -> list[Result]:
-        """Generate for every prompt (text or token ids). `verify_len` (K <= the drafter's block_size B) sets how many
-        block slots the target verifies per step; use_drafter=False (or no drafter) runs plain AR with the same engine.
-        A prompt whose generation fails ends with finish_reason "error" (Result.error); the others are unaffected."""
+                 *, verify_len: int | None = None, use_drafter: bool = True, block_size: int | None = None,
+                 draft: str | None = None) -> list[Result]:
+        """Generate for every prompt (text or token ids). `draft` "chain:K" (= `verify_len` K <= the drafter's
+        block_size B: the target verifies K block slots per step) or "auto" (K chosen per window: spec/budget.py);
+        use_drafter=False (or no drafter) runs plain AR with the same engine. A prompt whose generation fails ends with
+        finish_reason "error" (Result.error); the others are unaffected."""
         results: list[Result | None] = [None] * len(prompts) if isinstance(prompts, Sequence) else []
-        for _ in self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results):
+        for _ in self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results, draft):
             pass
         return results  # type: ignore[return-value]
 
     def stream(self, prompts: Sequence[str | Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
                *, verify_len: int | None = None, use_drafter: bool = True,
-               block_size: int | None = None) -> Iterator[StepEvent]:
+               block_size: int | None = None, draft: str | None = None) -> Iterator[StepEvent]:
         """Like generate, but yields the tokens each window appends to each request as they are accepted."""
         results: list[Result | None] = [None] * len(prompts) if isinstance(prompts, Sequence) else []
-        yield from self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results)
+        yield from self._run(prompts, params, verify_len_from(verify_len, block_size), use_drafter, results, draft)
 
     def new_scheduler(self, *, verify_len: int | None = None, use_drafter: bool = True,
-                      steps_per_sync: int | None = None) -> BatchScheduler:
+                      steps_per_sync: int | None = None, draft: str | None = None) -> BatchScheduler:
         """An in-flight batch over this engine (it takes over the engine's caches)."""
-        return BatchScheduler(self, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync)
+        return BatchScheduler(self, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync,
+                              draft=draft)
+
+    def draft_budget(self, kind: str, k: int) -> FixedChain | AutoBudget:
+        """A new scheduler's draft budget: a fixed chain of K, or "auto" over a cost table of this engine's steps
+        (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; each scheduler refines its
+        own copy online)."""
+        if kind == "chain":
+            return FixedChain(k)
+        if self.draft_costs is None:
+            self.draft_costs = self.step_runner.measure_costs(budget_candidates(k))
+        if self.draft_curve is None:
+            self.draft_curve = AcceptanceCounts.empty(k - 1)
+        return AutoBudget(k, CostTable.measured(self.draft_costs, refine=self.refine_draft_costs),
+                          prior=self.draft_prior, curve=self.draft_curve)
 
     def prepare(self, request_id: Hashable, prompt, params: SamplingParams | None, *, label: str = "request",
                 field_names: dict[str, str] | None = None) -> Request:
@@ -209,10 +236,10 @@ class TorchEngine:
 
     # ---- the loop ----------------------------------------------------------------------------------------------------
 
-    def _run(self, prompts, params, verify_len, use_drafter, results) -> Iterator[StepEvent]:
+    def _run(self, prompts, params, verify_len, use_drafter, results, draft=None) -> Iterator[StepEvent]:
         plist = per_prompt_params(prompts, params)
         with self.exclusive():
-            scheduler = self.new_scheduler(verify_len=verify_len, use_drafter=use_drafter)
+            scheduler = self.new_scheduler(verify_len=verify_len, use_drafter=use_drafter, draft=draft)
             for i, (prompt, p) in enumerate(zip(prompts, plist)):  # every prompt checked before any work starts
                 scheduler.add(i, prompt, p, label=f"prompt {i}")
             # Continuous batching: every prompt takes a slot as soon as one is free, up to max_batch_size at a time.

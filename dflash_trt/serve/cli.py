@@ -40,6 +40,9 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--verify-len", type=int, default=None,
                    help="K, block slots the target verifies per step (default: the manifest's, else the drafter's block)")
     p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
+    p.add_argument("--draft", default=None, metavar="chain:K|auto",
+                   help="draft budget: chain:K (= --verify-len K) or auto (K chosen per window from measured acceptance "
+                        "and step cost)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto, or the manifest's)")
     p.add_argument("--dtype", default=None, help="auto, float32, bfloat16 or float16 (default auto, or the manifest's)")
     p.add_argument("--no-draft", action="store_true", help="serve plain autoregressive decoding (same engine)")
@@ -151,6 +154,7 @@ class ServeSpec:
     device: str = "auto"
     dtype: str = "auto"
     verify_len: int | None = None
+    draft: str | None = None  # "chain:K" / "auto" (None: verify_len)
     speculative: bool = True
     torch_threads: int = 0
     decode_loop: str = "host"
@@ -165,7 +169,7 @@ def resolve_serve(args) -> ServeSpec:
     if args.torch_threads < 0:
         raise ConfigError(f"--torch-threads must be >= 0 (0 = torch's default), got {args.torch_threads}")
     from dflash_trt.engines.requests import verify_len_from
-    from dflash_trt.manifest import runtime_verify_len
+    from dflash_trt.manifest import runtime_draft, runtime_verify_len
 
     verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     runtime: dict = {}
@@ -200,14 +204,17 @@ def resolve_serve(args) -> ServeSpec:
     def pick(arg, key, default):
         return arg if arg is not None else runtime.get(key, default)
 
-    overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.device,
+    overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.draft, args.device,
                                             args.dtype, args.decode_loop, args.steps_per_sync)) or args.no_draft \
         or args.torch_threads > 0
     return ServeSpec(backend="torch", manifest=manifest, target=target, drafter=None if args.no_draft else drafter,
                      max_batch_size=int(pick(args.max_batch_size, "max_batch_size", 8)),
                      max_seq_len=pick(args.max_seq_len, "max_seq_len", None),
                      device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
-                     verify_len=verify_len if verify_len is not None else runtime_verify_len(manifest or {}),
+                     verify_len=verify_len if verify_len is not None or args.draft is not None
+                     or runtime_draft(manifest or {}) is not None else runtime_verify_len(manifest or {}),
+                     draft=args.draft if args.draft is not None or verify_len is not None
+                     else runtime_draft(manifest or {}),
                      speculative=not args.no_draft, torch_threads=args.torch_threads,
                      decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4,
                      repository=repository, overrides=overrides)
@@ -257,7 +264,7 @@ def serve_triton(args) -> int:
     repository = Path(args.model_repository) if args.model_repository else spec.repository
     options = dict(target=spec.target, drafter=spec.drafter, max_batch_size=spec.max_batch_size,
                    max_seq_len=spec.max_seq_len, device=spec.device, dtype=spec.dtype, verify_len=spec.verify_len,
-                   instance_count=args.instance_count, speculative=spec.speculative,
+                   draft=spec.draft, instance_count=args.instance_count, speculative=spec.speculative,
                    torch_num_threads=spec.torch_threads, decode_loop=spec.decode_loop,
                    steps_per_sync=spec.steps_per_sync)
     tmp = None

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Stats:
-    verify_len: int = 1  # K: slots verified per step (1 = plain AR)
+    verify_len: int = 1  # K: slots verified per step (1 = plain AR); with a draft budget that varies K, the largest
     taus: list[int] = field(default_factory=list)  # one per decode step of one sequence
+    ks: list[int] = field(default_factory=list)  # K of each step (when recorded: the draft budget may vary it)
     new_tokens: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -31,10 +32,24 @@ class Stats:
 
     @property
     def per_position_acceptance(self) -> list[float]:
-        """[k - 1] = share of steps whose k-th draft was accepted (τ > k), k in 1..K-1."""
-        if not self.taus:
-            return [0.0] * (self.verify_len - 1)
-        return [sum(t > k for t in self.taus) / len(self.taus) for k in range(1, self.verify_len)]
+        """[k - 1] = share of steps whose k-th draft was accepted (τ > k), k in 1..K-1; when the steps' K are
+        recorded (`ks`), among the steps that verified a k-th draft."""
+        if len(self.ks) != len(self.taus):
+            steps = [(t, self.verify_len) for t in self.taus]
+        else:
+            steps = list(zip(self.taus, self.ks))
+        shares = []
+        for k in range(1, self.verify_len):
+            drafted = [t for t, kk in steps if kk > k]
+            shares.append(sum(t > k for t in drafted) / len(drafted) if drafted else 0.0)
+        return shares
+
+    @property
+    def mean_verify_len(self) -> float:
+        """Mean K over the steps (= verify_len for a fixed chain)."""
+        if len(self.ks) != len(self.taus) or not self.ks:
+            return float(self.verify_len if self.taus else 0)
+        return sum(self.ks) / len(self.ks)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -45,6 +60,7 @@ class Stats:
         """Pool the steps of many sequences. Times are summed per batch, so pass one Stats per batch for timings."""
         merged = cls(verify_len=max((p.verify_len for p in parts), default=1))
         for p in parts:
+            merged.ks += p.ks if len(p.ks) == len(p.taus) else [p.verify_len] * len(p.taus)
             merged.taus += p.taus
             merged.new_tokens += p.new_tokens
             merged.prefill_s += p.prefill_s
@@ -57,6 +73,7 @@ class Stats:
             "steps": self.steps,
             "new_tokens": self.new_tokens,
             "mean_tau": self.mean_tau,
+            "mean_verify_len": self.mean_verify_len,
             "histogram": self.histogram,
             "per_position_acceptance": self.per_position_acceptance,
             "prefill_s": self.prefill_s,

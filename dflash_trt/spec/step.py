@@ -24,6 +24,7 @@ caches do not advance. `window` ends with one host read of everything the schedu
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -200,8 +201,12 @@ class SpecStep:
             key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
         # Context rows the drafter takes in: exactly as many as the rows have pending when a window is one eager step
-        # (their last τ, known from the last read), else all k (the count changes inside the window / is captured).
-        self._context_width = max(self.host_context[s] for s in slots) if steps == 1 and not self.cuda_graphs else k
+        # (their last τ, known from the last read); else enough for any step of the window: what is pending now (the
+        # previous window may have verified more than k slots) and at most k after each step of this one.
+        pending = max(self.host_context[s] for s in slots)
+        self._context_width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
+        if key is not None:
+            key = key + (self._context_width,)
         act = rows[:n]
         start_produced = self.produced[act]
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
@@ -263,7 +268,11 @@ class SpecStep:
             dc = self.drafter_cache
             counts = self.context_counts[rows]
             drafter_starts = dc.lengths[rows] if frozen else None
-            verify_ids, drafts = self.draft(rows, last, starts, counts, k, upto)
+            if k > 1:
+                verify_ids, drafts = self.draft(rows, last, starts, counts, k, upto)
+            else:  # K = 1: an AR step; the drafter only takes in the pending context, so drafting can resume later
+                self.drafter.ingest(self.context[rows, : self._context_width], counts, dc, rows)
+                verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
         else:
             verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
         logits, features = self.target(verify_ids, tc, rows, tap=spec, max_length=upto, host_slots=self._host_rows)
@@ -295,3 +304,55 @@ class SpecStep:
             ops.commit_step(res.accepted, rows, starts, tc.lengths, target_tokens=res.target_tokens, last_tokens=self.last)
         if frozen:
             tc.lengths[rows] = torch.where(was_done, starts, tc.lengths[rows])
+
+    # ---- cost of a step (the draft budget's cost table) --------------------------------------------------------------
+
+    @torch.inference_mode()
+    def time_step(self, n: int, k: int, spec: bool = True, length: int = 256, repeats: int = 5) -> float:
+        """Median seconds of one eager step of `n` slots verifying `k` slots, at cache length `length` with dummy
+        tokens (what `AutoBudget`'s cost table starts from). Uses slots 0..n-1, which must be free: their state is
+        reset afterwards (empty caches, done)."""
+        dev = self.device
+        n = min(n, self.max_batch_size)
+        rows = torch.arange(n, device=dev)
+        length = max(1, min(length, self.max_seq_len - k - 1))
+        spec = spec and self.drafter is not None
+        pending = max(1, k // 2)  # drafter context rows a step takes in: about the last τ
+
+        def reset() -> None:
+            self.target_cache.lengths[rows] = length
+            self.last[rows] = 0
+            self.temperature[rows], self.top_k[rows], self.top_p[rows], self.keys[rows] = 0.0, 0, 1.0, 0
+            self.stop_ids[rows] = -1
+            self.budget[rows], self.produced[rows], self.done[rows] = self.max_seq_len, 0, False
+            self.step_index.zero_()
+            if spec:
+                self.drafter_cache.lengths[rows] = length - pending
+                self.context_counts[rows] = pending
+
+        self._host_rows = list(range(n))
+        self._context_width = pending
+        times = []
+        for i in range(repeats + 1):  # the first one warms up
+            reset()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            t0 = time.perf_counter()
+            self._step(rows, k, spec, length + k, False)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            if i:
+                times.append(time.perf_counter() - t0)
+        self.target_cache.lengths[rows] = 0
+        self.done[rows], self.produced[rows], self.budget[rows] = True, 0, 0
+        self.step_index.zero_()
+        self.tau_log.zero_()
+        if spec:
+            self.drafter_cache.lengths[rows] = 0
+            self.context_counts[rows] = 0
+        return sorted(times)[len(times) // 2]
+
+    def measure_costs(self, ks: list[int], length: int = 256) -> dict[tuple[int, int], float]:
+        """(n, K) -> seconds per step for n in the batch buckets and every K in `ks` (K = 1: the drafter only takes in
+        context). All slots must be free."""
+        return {(n, k): self.time_step(n, k, True, length) for n in bucket_sizes(self.max_batch_size) for k in ks}

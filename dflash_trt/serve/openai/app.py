@@ -49,7 +49,7 @@ def sse(data: dict | str) -> str:
 
 
 def make_app(engine, *, model_name: str, verify_len: int | None = None, use_drafter: bool = True,
-             steps_per_sync: int | None = None):
+             steps_per_sync: int | None = None, draft: str | None = None):
     """The FastAPI app serving `engine` as `model_name`. Its engine thread starts and stops with the app (lifespan)."""
     require_server_deps()
     from fastapi import FastAPI, Request
@@ -57,7 +57,8 @@ def make_app(engine, *, model_name: str, verify_len: int | None = None, use_draf
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    runner = EngineRunner(engine, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync)
+    runner = EngineRunner(engine, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync,
+                          draft=draft)
     metrics = runner.metrics = Metrics(runner.k)
     created = int(time.time())
 

@@ -93,9 +93,10 @@ class EngineRunner:
     """Owns `engine` and its BatchScheduler on a thread of its own (start / stop); submit / abort from any thread."""
 
     def __init__(self, engine, *, verify_len: int | None = None, use_drafter: bool = True,
-                 steps_per_sync: int | None = None, metrics=None):
+                 steps_per_sync: int | None = None, metrics=None, draft: str | None = None):
         self.engine = engine
-        self._scheduler_args = dict(verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync)
+        self._scheduler_args = dict(verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync,
+                                    draft=draft)
         self.scheduler = engine.new_scheduler(**self._scheduler_args)
         self.k = self.scheduler.k  # 1 = plain AR
         self.metrics = metrics

@@ -51,10 +51,11 @@ def serve_openai(spec, *, host: str, port: int, served_model_name: str | None = 
             dtype=None if spec.dtype == "auto" else spec.dtype, max_batch_size=spec.max_batch_size,
             max_seq_len=spec.max_seq_len, decode_loop=spec.decode_loop, steps_per_sync=spec.steps_per_sync)
         name = served_model_name or Path(spec.target).resolve().name
-        app = make_app(engine, model_name=name, verify_len=spec.verify_len, use_drafter=spec.speculative)
+        app = make_app(engine, model_name=name, verify_len=spec.verify_len, use_drafter=spec.speculative,
+                       draft=spec.draft if spec.speculative else None)
         bound = sock.getsockname()
         print(f"dflash-trt serve: OpenAI API on http://{host}:{bound[1]}/v1 - model '{name}', "
-              f"{'DFlash, verify_len ' + str(app.state.runner.k) if app.state.runner.k > 1 else 'autoregressive'}, "
+              f"{'DFlash, draft ' + app.state.runner.scheduler.budget.describe() if app.state.runner.k > 1 else 'autoregressive'}, "
               f"device {engine.device}, max_batch_size {engine.max_batch_size}, max_seq_len {engine.max_seq_len} "
               "(Ctrl-C to stop)", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="info", timeout_graceful_shutdown=5, lifespan="on")

@@ -76,6 +76,7 @@ class TritonPythonModel:
         drafter = os.path.normpath(os.path.join(model_dir, _param(params, "drafter"))) if self.speculative else None
         # verify_len: K; older repositories called it block_size
         self.verify_len = int(_param(params, "verify_len", _param(params, "block_size", "0"))) or None
+        self.draft = _param(params, "draft", None)  # "chain:K" / "auto" (None: verify_len)
         self.default_max_tokens = int(_param(params, "default_max_tokens", "128"))
         self.cancel_check_s = float(_param(params, "cancellation_check_period_ms", "20")) / 1000
         device = _param(params, "device", "auto")
@@ -90,14 +91,16 @@ class TritonPythonModel:
                              f"torch {torch.__version__}")
         self.logger.log_info(
             f"[dflash] loaded target={target} drafter={drafter} device={self.engine.device} "
-            f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} verify_len={self.scheduler.k}")
+            f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} verify_len={self.scheduler.k} "
+            f"draft={self.scheduler.budget.describe()}")
         self._queue = queue.Queue()
         self._next_id = 0
         self._thread = threading.Thread(target=self._loop, name="dflash-loop", daemon=True)
         self._thread.start()
 
     def _new_scheduler(self):
-        return self.engine.new_scheduler(verify_len=self.verify_len, use_drafter=self.speculative)
+        return self.engine.new_scheduler(verify_len=self.verify_len, use_drafter=self.speculative,
+                                         draft=self.draft if self.speculative else None)
 
     # ---- request parsing (Triton's thread) ---------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ def _quote(value: str) -> str:
 
 def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_seq_len: int | None, device: str, dtype: str,
                   verify_len: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
+                  draft: str | None = None,
                   speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0,
                   decode_loop: str = "host", steps_per_sync: int = 4) -> str:
     """config.pbtxt text for the model (see write_model_repository for the arguments)."""
@@ -81,7 +82,7 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
         "device": device, "dtype": dtype, "max_batch_size": max_batch_size, "max_seq_len": max_seq_len or 0,
         "verify_len": verify_len or 0, "default_max_tokens": default_max_tokens, "python_path": python_path,
         "torch_num_threads": torch_num_threads, "cancellation_check_period_ms": 20, "decode_loop": decode_loop,
-        "steps_per_sync": steps_per_sync,
+        "steps_per_sync": steps_per_sync, "draft": draft or "",
     }
     lines += [f"parameters {{ key: {_quote(k)} value: {{ string_value: {_quote(str(v))} }} }}" for k, v in params.items()]
     return "\n".join(lines) + "\n"
@@ -92,7 +93,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
                            verify_len: int | None = None, python_path: str | None = None, instance_count: int = 1,
                            model_name: str = MODEL_NAME, speculative: bool = True, default_max_tokens: int = 128,
                            torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None,
-                           decode_loop: str = "host", steps_per_sync: int = 4) -> Path:
+                           decode_loop: str = "host", steps_per_sync: int = 4, draft: str | None = None) -> Path:
     """Write (or replace) the Triton model `model_name` in the repository directory `out_dir`; returns `out_dir`.
 
     Layout: ``out_dir/<model_name>/config.pbtxt`` and ``out_dir/<model_name>/1/model.py`` (the Python backend model
@@ -104,7 +105,8 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         requests wait for a free slot). max_seq_len: prompt + generated tokens per request (None: the engine's
         default, 2048 or the target's max_position_embeddings if smaller). device: ``cpu``,
         ``cuda``, ``cuda:N`` or ``auto``. dtype: ``auto`` (the checkpoint's), ``float32``, ``bfloat16`` or
-        ``float16``. verify_len: K, slots verified per step (None = the drafter's block_size). python_path: directories
+        ``float16``. verify_len: K, slots verified per step (None = the drafter's block_size). draft: the draft
+        budget, "chain:K" or "auto" (None: verify_len; checked when the model loads). python_path: directories
         (os.pathsep-separated) the backend stub puts first on sys.path so it can import dflash_trt and torch (default:
         the directory holding this dflash_trt package). instance_count: model instances (each loads its own engine).
         default_max_tokens: used when a request has no ``sampling_param_max_tokens``. torch_num_threads: > 0 sets
@@ -147,7 +149,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         target=as_written(target), drafter=as_written(drafter) if drafter else None,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len, device=device, dtype=str(dtype), verify_len=verify_len,
         python_path=python_path if python_path is not None else default_python_path(), instance_count=instance_count,
-        model_name=model_name, speculative=speculative, default_max_tokens=default_max_tokens,
+        model_name=model_name, speculative=speculative, default_max_tokens=default_max_tokens, draft=draft,
         torch_num_threads=torch_num_threads, decode_loop=decode_loop, steps_per_sync=steps_per_sync)
     out.mkdir(parents=True, exist_ok=True)
     # Atomic per model: build beside it, then swap it in.

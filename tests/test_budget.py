@@ -1,0 +1,231 @@
+"""The draft budget (spec/budget.py): the choice of K per window, and losslessness whatever K each window runs.
+
+The choice is tested with fixed cost tables (deterministic); losslessness with scripted K sequences that include
+K = 1 windows (the drafter only takes in context) and with the real `auto` policy, greedy and sampled, at window 1 and
+window 4, with the references and (window 4) the kernels' code under emulation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_spec_lossless import (PROMPT, PROMPTS, SAMPLES, STEP_VARIANTS, _chi_square_pvalue, _engine, _exact_joint,
+                                _full_sequences, make_oracle)
+
+from dflash_trt import SamplingParams
+from dflash_trt.engines.requests import resolve_draft
+from dflash_trt.engines.torch_engine import TorchEngine
+from dflash_trt.errors import RequestError
+from dflash_trt.kernels.ops import library_ops, reference_ops
+from dflash_trt.spec.budget import AutoBudget, CostTable, FixedChain, candidates
+
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
+
+
+def flat_costs(block: int = 16, sizes=(1, 2, 4), k1: float = 1.0, drafting: float = 1.0) -> dict:
+    """Seconds per step: k1 for K = 1, `drafting` for every K >= 2 (the same at every batch size)."""
+    return {(n, k): (k1 if k == 1 else drafting) for n in sizes for k in candidates(block)}
+
+
+# ---- the choice --------------------------------------------------------------------------------------------------------
+
+def test_candidates_and_draft_spec():
+    assert candidates(16) == [1, 2, 4, 8, 16]
+    assert candidates(6) == [1, 2, 4, 6]
+    assert resolve_draft(None, None, 16) == ("chain", 16)
+    assert resolve_draft("chain:8", None, 16) == ("chain", 8)
+    assert resolve_draft("chain:8", 8, 16) == ("chain", 8)
+    assert resolve_draft("auto", None, 16) == ("auto", 16)
+    assert resolve_draft("auto", None, None) == ("chain", 1)  # no drafter: AR
+    for bad, words in [("chain:17", "verify_len must be an integer in 2..16"), ("chain:1", "2..16"),
+                       ("tree:8", "tree drafting is not implemented"), ("fast", "'chain:K'"), ("chain:", "'chain:K'")]:
+        with pytest.raises(RequestError, match=words):
+            resolve_draft(bad, None, 16)
+    with pytest.raises(RequestError, match="disagree"):
+        resolve_draft("chain:8", 4, 16)
+    with pytest.raises(RequestError, match="not both"):
+        resolve_draft("auto", 4, 16)
+
+
+def test_cost_table_interpolates_and_is_monotone():
+    t = CostTable({(1, 1): 1.0, (4, 1): 4.0, (1, 2): 2.0, (4, 2): 5.0}, refine=False)
+    assert t.cost(1, 1) == 1.0 and t.cost(2, 1) == pytest.approx(2.0) and t.cost(8, 1) == pytest.approx(8.0)
+    assert t.cost(3, 2) == pytest.approx(4.0)
+    m = CostTable.measured({(1, 1): 3.0, (1, 2): 2.0, (2, 1): 1.0, (2, 2): 4.0})
+    assert m.seconds == {(1, 1): 3.0, (1, 2): 3.0, (2, 1): 3.0, (2, 2): 4.0}  # noise cannot make more work cheaper
+    t.observe(1, 1, 2.0)
+    assert t.cost(1, 1) == 1.0  # refine=False: fixed
+    r = CostTable({(1, 1): 1.0}, refine=True)
+    r.observe(1, 1, 2.0)
+    assert 1.0 < r.cost(1, 1) < 2.0
+
+
+def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=1.2), refine=False))
+    assert budget.choose(["a"]) == 16  # nothing measured yet: the largest K measures every position
+    budget.observe("a", 16, [16, 16, 12, 16])
+    assert budget.choose(["a"]) == 16
+    assert budget.acceptance("a")[0] > 0.9
+
+
+def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3)
+    budget.observe("a", 16, [1] * 20)  # every first draft rejected
+    picks = [budget.choose(["a"]) for _ in range(6)]
+    assert picks == [1, 1, 16, 1, 1, 16]  # AR, and one drafting window after every 3 at K = 1 (probe_every)
+    budget.observe("b", 16, [16] * 40)  # another request accepts everything: the global curve recovers ...
+    assert budget.choose(["b"]) == 16  # ... and b's own estimate says draft
+    assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
+
+
+def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
+    """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
+    costs = {(1, k): 1.0 + k / 16 for k in candidates(16)}
+    budget = AutoBudget(16, CostTable(costs, refine=False), prior=[0.5] * 15)
+    budget._global.accepted[0], budget._global.trials[0] = 1, 2  # measured: 1 of 2, the prior's own 0.5
+    rates = {k: AutoBudget.expected_tokens([0.5] * 15, k) / costs[(1, k)] for k in candidates(16)}
+    assert max(rates, key=rates.get) == 4
+    assert budget.choose(["x"]) == 4
+
+
+def test_fixed_chain_is_fixed():
+    chain = FixedChain(8)
+    chain.observe("a", 8, [1, 1, 1])
+    assert chain.choose(["a", "b"]) == 8 and chain.describe() == "chain:8"
+
+
+# ---- lossless whatever K a window runs ----------------------------------------------------------------------------------
+
+VARIANTS = {"window1-ref": (1, "reference"), "window4-ref": (4, "reference"), "window4-emu": (4, "emulated")}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def variant(request):
+    window, kind = VARIANTS[request.param]
+    assert VARIANTS[request.param] == STEP_VARIANTS[request.param]
+    return window, library_ops(request.getfixturevalue("emu_lib")) if kind == "emulated" else reference_ops()
+
+
+class Scripted(FixedChain):
+    """K from a fixed cycle, one per window (every K, 1 included, switching every window)."""
+
+    def __init__(self, ks):
+        super().__init__(max(ks))
+        self.ks, self.i, self.seen = list(ks), 0, []
+
+    def choose(self, requests):
+        k = self.ks[self.i % len(self.ks)]
+        self.i += 1
+        self.seen.append(k)
+        return k
+
+
+def scripted(engine: TorchEngine, ks) -> Scripted:
+    policy = Scripted(ks)
+    engine.draft_budget = lambda kind, k: policy
+    return policy
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_any_k_sequence_is_lossless_greedy(make_pair, variant, batch):
+    pair = make_pair(family="qwen3")
+    engine = _engine(pair, variant)
+    prompts = PROMPTS[:batch]
+    params = SamplingParams(max_new_tokens=64, ignore_eos=True)
+    ar = engine.generate(prompts, params, use_drafter=False)
+    oracle = _engine(pair, variant, _full_sequences(prompts, ar), corrupt=0.15)
+    policy = scripted(oracle, [1, 2, 4, 8, 16, 1, 1, 3, 16])
+    spec = oracle.generate(prompts, params, draft="auto")
+    assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
+    assert {1, 2, 4, 8, 16} <= set(policy.seen)
+    for s in spec:
+        assert len(s.stats.ks) == len(s.stats.taus) and all(1 <= t <= k for t, k in zip(s.stats.taus, s.stats.ks))
+    # whole blocks accepted after K = 1 windows too (the drafter's context and caches stayed right)
+    assert any(t == k >= 4 for s in spec for t, k in zip(s.stats.taus, s.stats.ks))
+
+
+def test_auto_is_lossless_greedy_sampled_and_with_stops(make_pair, variant):
+    """The real policy (fixed costs: deterministic), ragged batch, stop token and budget inside a window."""
+    pair = make_pair(family="qwen3")
+    engine = _engine(pair, variant)
+    params = [SamplingParams(max_new_tokens=m, temperature=t, top_k=k, seed=s, ignore_eos=True)
+              for s, (m, t, k) in enumerate([(33, 0.0, 0), (17, 1.0, 0), (40, 0.7, 20), (5, 0.0, 0)])]
+    ar = engine.generate(PROMPTS, params, use_drafter=False)
+    for costs in (flat_costs(k1=1.0, drafting=1.1, sizes=(1, 2, 4)), flat_costs(k1=1.0, drafting=2.5, sizes=(1, 4))):
+        oracle = _engine(pair, variant, _full_sequences(PROMPTS, ar), corrupt=0.3)
+        oracle.draft_costs, oracle.refine_draft_costs = costs, False
+        spec = oracle.generate(PROMPTS, params, draft="auto")
+        assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
+        assert [s.finish_reason for s in spec] == [a.finish_reason for a in ar]
+    # A stop token inside an accepted block ends the request there, as in AR.
+    stop = ar[0].token_ids[9]
+    stopped = [SamplingParams(max_new_tokens=40, stop_token_ids=[stop])]
+    ar_stop = engine.generate(PROMPTS[:1], stopped, use_drafter=False)
+    oracle = _engine(pair, variant, _full_sequences(PROMPTS[:1], ar), corrupt=0.0)
+    oracle.draft_costs, oracle.refine_draft_costs = flat_costs(), False
+    spec_stop = oracle.generate(PROMPTS[:1], stopped, draft="auto")
+    assert spec_stop[0].token_ids == ar_stop[0].token_ids and spec_stop[0].finish_reason == "stop"
+
+
+def test_auto_sampling_matches_target_distribution(make_pair):
+    """Chi-square of the first three sampled tokens against the target's exact joint, with auto switching K (scripted
+    through K = 1 windows) — and the same samples as AR for the same seeds."""
+    target_dir, drafter_dir = make_pair(family="qwen3", vocab_size=16, seed=7)
+    engine = TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=2000,
+                                         max_seq_len=32, ops=reference_ops())
+    params = SamplingParams(max_new_tokens=3, temperature=1.0, ignore_eos=True)
+    joint = _exact_joint(engine, params)
+    plist = [SamplingParams(**{**params.__dict__, "seed": 10_000 + s}) for s in range(SAMPLES)]
+    scripted(engine, [2, 1, 4])
+    spec = np.array([r.token_ids[:3] for r in engine.generate([PROMPT] * SAMPLES, plist, draft="auto")])
+    ar = np.array([r.token_ids[:3] for r in engine.generate([PROMPT] * SAMPLES, plist, use_drafter=False)])
+    assert _chi_square_pvalue(spec, joint) > 1e-3
+    assert (spec == ar).all()
+
+
+def test_drafter_context_survives_k1_windows():
+    """K = 1 windows still feed the drafter its context: on the trained pair, the K = 16 windows that follow K = 1
+    windows accept about as much as a plain chain:16 run (a lost context would collapse acceptance)."""
+    engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=4)
+    prompts = [json.loads(line)["turns"][0] for line in
+               (Path(__file__).resolve().parents[1] / "data" / "prompts" / "eagle_gsm8k.jsonl").read_text().splitlines()[:4]]
+    params = SamplingParams(max_new_tokens=96)
+    chain = engine.generate(prompts, params, draft="chain:16")
+    chain_tau = np.mean([t for r in chain for t in r.stats.taus])
+    scripted(engine, [1, 1, 1, 16])
+    mixed = engine.generate(prompts, params, draft="auto")
+    assert [r.token_ids for r in mixed] == [r.token_ids for r in chain]
+    after_k1 = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
+    assert len(after_k1) >= 8 and np.mean(after_k1) > 0.75 * chain_tau, (np.mean(after_k1), chain_tau)
+
+
+def test_auto_measures_costs_once_and_reports_k(make_pair):
+    pair = make_pair(family="qwen3")
+    engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=4, max_seq_len=128)
+    assert engine.draft_costs is None
+    r1 = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), draft="auto")
+    costs = dict(engine.draft_costs)
+    assert {(n, k) for n in (1, 2, 4) for k in candidates(16)} == set(costs) and all(v > 0 for v in costs.values())
+    engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=4), draft="auto")
+    assert engine.draft_costs == costs  # measured once per engine
+    ar = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), use_drafter=False)
+    assert [r.token_ids for r in r1] == [a.token_ids for a in ar]
+    assert all(r.stats.to_dict()["mean_verify_len"] >= 1 for r in r1)
+
+
+def test_draft_on_the_command_line(capsys):
+    from dflash_trt.cli import main
+
+    args = ["generate", "--target", str(FIXTURE / "target"), "--drafter", str(FIXTURE / "drafter"), "--device", "cpu",
+            "--prompt", "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\nAnswer:",
+            "--max-new-tokens", "24", "--json"]
+    assert main(args + ["--draft", "auto", "--check-ar"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matches_ar"] == [True] and report["stats"]["mean_verify_len"] >= 1
+    assert main(args + ["--draft", "tree:8"]) == 2
+    assert "tree drafting is not implemented" in capsys.readouterr().err
+    assert main(args + ["--draft", "chain:8", "--verify-len", "4"]) == 2
+    assert "disagree" in capsys.readouterr().err
