@@ -105,7 +105,9 @@ def _generate(args) -> int:
 def _add_make_tiny_pair(sub):
     p = sub.add_parser("make-tiny-pair", help="write a tiny random target + DFlash drafter (+ tokenizer) for demos and tests")
     p.add_argument("--output", required=True, help="directory to create (gets target/ and drafter/)")
-    p.add_argument("--family", default="qwen3", choices=["qwen3", "llama"])
+    p.add_argument("--family", default="qwen3", choices=["qwen3", "llama", "gpt_oss"],
+                   help="gpt_oss: a transformers GptOss target (sliding/full attention, sinks, MoE) run by the "
+                        "transformers-backed target")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])

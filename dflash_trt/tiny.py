@@ -1,5 +1,9 @@
 """A tiny random target + drafter pair (and a tokenizer), made locally: the embedded default and the test models.
 
+Families: qwen3 and llama (dflash-trt's native decoder; weights written directly) and gpt_oss (a transformers
+GptOssForCausalLM, run by the transformers-backed target: hidden 64, 4 layers alternating sliding (window 8) / full
+attention, attention sinks, 4 experts top-2; made with transformers and saved with safetensors).
+
 Weights are scaled so logits are O(1) with clear gaps between candidates: argmax decisions are then far from float
 noise, which is what lets the tests demand token-for-token equality. Random models accept few drafts; issue-3's
 trained pair is what measures acceptance.
@@ -62,9 +66,75 @@ def _target_hf_config(family: str, vocab_size: int, hidden: int, layers: int, he
                                                      "original_max_position_embeddings": 256})
         cfg.architectures = ["LlamaForCausalLM"]
     else:
-        raise ConfigError(f"family {family!r} is not supported; use 'qwen3' or 'llama'")
+        raise ConfigError(f"family {family!r} is not supported; use 'qwen3', 'llama' or 'gpt_oss'")
     cfg.dtype = dtype
     return cfg
+
+
+def gpt_oss_config(*, vocab_size: int, eos_id: int, hidden: int = 64, layers: int = 4, heads: int = 4,
+                   kv_heads: int = 2, head_dim: int = 16, intermediate: int = 64, experts: int = 4, top_k: int = 2,
+                   sliding_window: int = 8, dtype: str = "float32"):
+    """A tiny GptOssConfig: attention sinks, alternating sliding/full attention, YaRN, `experts` experts (top_k) with
+    biases, untied head."""
+    from transformers import GptOssConfig
+
+    if layers % 2:
+        raise ConfigError(f"a gpt_oss target alternates sliding and full attention layers: layers must be even, "
+                          f"got {layers}")
+    cfg = GptOssConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                       num_key_value_heads=kv_heads, head_dim=head_dim, max_position_embeddings=4096,
+                       eos_token_id=eos_id, bos_token_id=None, pad_token_id=None, rms_norm_eps=1e-6,
+                       intermediate_size=intermediate, num_local_experts=experts, num_experts_per_tok=top_k,
+                       sliding_window=sliding_window, layer_types=["sliding_attention", "full_attention"] * (layers // 2),
+                       tie_word_embeddings=False)
+    cfg.architectures = ["GptOssForCausalLM"]
+    cfg.dtype = dtype
+    return cfg
+
+
+@torch.no_grad()
+def scale_weights(model, seed: int) -> None:
+    """transformers' init (std 0.02) gives near-uniform logits; scale every weight of a transformers model as the
+    native tiny targets are made: logits O(1) with clear gaps (argmax far from float noise)."""
+    g = torch.Generator().manual_seed(seed)
+    gpt_oss = getattr(model.config, "model_type", "") == "gpt_oss"
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            base = 1.0 if ("norm" in name or name.endswith("scale")) else 0.0
+            p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
+        elif "embed_tokens" in name:
+            p.copy_(torch.randn(p.shape, generator=g))
+        else:  # fan-in scaling; gpt-oss stores its experts [E, in, out]
+            fan_in = p.shape[1] if (gpt_oss and "experts" in name) else p.shape[-1]
+            p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
+        if name.endswith("sinks"):
+            p.copy_(torch.randn(p.shape, generator=g))
+
+
+def make_hf_target(directory: str | os.PathLike, config, *, seed: int = 0) -> Path:
+    """A random transformers model of `config` (the class config.architectures names), scaled by scale_weights and
+    saved with safetensors."""
+    import transformers
+
+    directory = Path(directory)
+    torch.manual_seed(seed)
+    model = getattr(transformers, config.architectures[0])(config).eval()
+    scale_weights(model, seed)
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str) and dtype in ckpt.DTYPES:
+        model = model.to(ckpt.DTYPES[dtype])
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its "Writing model shards" bar for one small file
+    try:
+        model.save_pretrained(str(directory), safe_serialization=True)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    if not (directory / "model.safetensors").is_file():
+        raise CheckpointError(f"transformers wrote no model.safetensors in {directory}")
+    return directory
 
 
 def _random_tensors(shapes: dict[str, tuple[int, ...]], generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -119,10 +189,18 @@ def make_tiny_pair(output: str | os.PathLike, *, family: str = "qwen3", seed: in
     target_dir, drafter_dir = output / "target", output / "drafter"
     with ckpt.atomic_directory(output) as tmp:  # a failed run leaves no half pair behind
         tok = make_tokenizer(tmp / "target")
-        make_target(tmp / "target", family=family, vocab_size=len(tok), eos_id=tok.eos_token_id, dtype=dtype, seed=seed,
-                    **target_kwargs)
+        taps = None  # z-lab's default spacing
+        if family == "gpt_oss":
+            hf = gpt_oss_config(vocab_size=len(tok), eos_id=tok.eos_token_id, dtype=dtype, **target_kwargs)
+            make_hf_target(tmp / "target", hf, seed=seed)
+            # z-lab's spacing repeats a layer over 4 target layers: tap a sliding layer, a middle one and the last
+            layers = hf.num_hidden_layers
+            taps = sorted({0, layers // 2, layers - 1})
+        else:
+            make_target(tmp / "target", family=family, vocab_size=len(tok), eos_id=tok.eos_token_id, dtype=dtype,
+                        seed=seed, **target_kwargs)
         make_drafter(tmp / "drafter", tmp / "target", mask_token_id=tok.mask_token_id, block_size=block_size,
-                     seed=seed + 1)
+                     target_layer_ids=taps, seed=seed + 1)
         (tmp / "README.md").write_text(
             f"Tiny random {family} target + DFlash drafter made by `dflash-trt make-tiny-pair` (seed {seed}). "
             "Random weights: for plumbing and losslessness tests, not for acceptance numbers.\n")

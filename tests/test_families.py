@@ -19,7 +19,6 @@ tower) whose text model is served; a Gemma4ForCausalLM directory is checked for 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -68,11 +67,8 @@ def hf_config(family: str):
 
     alternating = ["sliding_attention", "full_attention"] * (LAYERS // 2)
     if family == "gpt_oss":  # attention sinks, alternating sliding/full, YaRN, 4 experts top-2 with biases
-        cfg = tf.GptOssConfig(**_text_kwargs(), pad_token_id=None, intermediate_size=64, num_local_experts=4,
-                              num_experts_per_tok=2, sliding_window=WINDOW, layer_types=alternating,
-                              tie_word_embeddings=False)
-        cfg.architectures = ["GptOssForCausalLM"]
-    elif family == "qwen3_moe":  # q/k norms, 4 experts top-2, one dense layer (mlp_only_layers)
+        return tiny.gpt_oss_config(vocab_size=VOCAB, eos_id=0, hidden=HIDDEN, layers=LAYERS, sliding_window=WINDOW)
+    if family == "qwen3_moe":  # q/k norms, 4 experts top-2, one dense layer (mlp_only_layers)
         cfg = tf.Qwen3MoeConfig(**_text_kwargs(), pad_token_id=None, intermediate_size=96, moe_intermediate_size=32,
                                 num_experts=4, num_experts_per_tok=2, norm_topk_prob=True, mlp_only_layers=[1],
                                 tie_word_embeddings=False)
@@ -99,38 +95,10 @@ def hf_config(family: str):
     return cfg
 
 
-def model_class(config):
-    import transformers
-
-    return getattr(transformers, config.architectures[0])
-
-
-@torch.no_grad()
-def _scale_weights(model, family: str, seed: int) -> None:
-    """transformers' init (std 0.02) gives near-uniform logits; like dflash_trt.tiny, scale every weight so logits are
-    O(1) with clear gaps (argmax far from float noise, so token-for-token equality is a fair demand)."""
-    g = torch.Generator().manual_seed(seed)
-    for name, p in model.named_parameters():
-        if p.dim() == 1:
-            base = 1.0 if ("norm" in name or name.endswith("scale")) else 0.0
-            p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
-        elif "embed_tokens" in name:
-            p.copy_(torch.randn(p.shape, generator=g))
-        else:  # fan-in scaling; gpt-oss stores its experts [E, in, out]
-            fan_in = p.shape[1] if (family == "gpt_oss" and "experts" in name) else p.shape[-1]
-            p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
-        if name.endswith("sinks"):
-            p.copy_(torch.randn(p.shape, generator=g))
-
-
 def make_target(directory: Path, family: str, seed: int = 0) -> Path:
-    config = hf_config(family)
-    torch.manual_seed(seed)
-    model = model_class(config)(config).eval()
-    _scale_weights(model, family, seed)
-    model.save_pretrained(str(directory))
-    assert (directory / "model.safetensors").is_file()
-    return directory
+    """transformers' model of the family, weights scaled as dflash_trt.tiny scales them (logits O(1) with clear gaps:
+    argmax far from float noise, so token-for-token equality is a fair demand), saved with safetensors."""
+    return tiny.make_hf_target(directory, hf_config(family), seed=seed)
 
 
 def family_pair(family: str, root: Path) -> tuple[Path, Path]:
