@@ -1,15 +1,21 @@
 #!/usr/bin/env python
-"""Benchmark `dflash-trt serve --api openai`: AR vs DFlash through the official `openai` client, streaming.
+"""Benchmark `dflash-trt serve --api openai`: AR vs DFlash draft budgets through the official `openai` client.
 
-Starts two servers on loopback (the same target: `--no-draft` for AR, and with the drafter for DFlash), then for each
-client concurrency runs the same prompts through both, AR first (interleaved per level, so a drifting machine load hits
-both alike; an idle server sleeps on its queue and takes no CPU). Every client is an asyncio task sending streaming
+Starts one server per mode on loopback (the same target: `--no-draft` for AR; with the drafter and `--draft MODE` for
+each other mode, e.g. chain:16 and auto), then for each client concurrency runs the same prompts through every mode, AR
+first (interleaved per level, so a drifting machine load hits all alike; an idle server sleeps on its queue and takes
+no CPU). Every client is an asyncio task sending streaming
 `/v1/chat/completions` requests back to back (greedy, `stream_options.include_usage`); the server applies the target's
 chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
 
     python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]
-        [--torch-threads 1] [--device cpu] [--dtype float32] [--output bench/results/DATE-cpu-openai-server]
+        [--torch-threads 1] [--device cpu] [--dtype float32] [--modes ar,dflash | ar,chain:16,auto]
+        [--output bench/results/DATE-cpu-openai-server]
+
+Writes results.json, a README.md table and pareto.png: total tok/s against per-user tok/s, one curve per mode over the
+concurrency levels, and the "throughput at fixed interactivity" ratio: each mode's total tok/s, interpolated along its
+curve, at the per-user rate AR reaches at the reference concurrency (`--reference-concurrency`, default 4), over AR's.
 
 Per (mode, concurrency):
   total tok/s     generated tokens of all requests / wall time of the level
@@ -49,7 +55,7 @@ class Server:
     def __init__(self, mode: str, args, log_dir: Path):
         self.mode, self.port = mode, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log_dir / f"server-{mode}.log"
+        self.log = log_dir / f"server-{mode.replace(':', '')}.log"
         cmd = [sys.executable, "-m", "dflash_trt", "serve", "--api", "openai", "--target", args.target,
                "--host", "127.0.0.1", "--port", str(self.port), "--device", args.device, "--dtype", args.dtype,
                "--torch-threads", str(args.torch_threads), "--max-batch-size", str(args.max_batch_size),
@@ -57,6 +63,8 @@ class Server:
         cmd += ["--no-draft"] if mode == "ar" else ["--drafter", args.drafter]
         if args.verify_len and mode != "ar":
             cmd += ["--verify-len", str(args.verify_len)]
+        if mode not in ("ar", "dflash"):
+            cmd += ["--draft", mode]
         env = dict(os.environ, OMP_NUM_THREADS=str(max(1, args.torch_threads)))
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
@@ -160,6 +168,10 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--modes", default="ar,dflash",
+                    help="comma-separated: ar (--no-draft), dflash (the default draft) or any --draft value")
+    ap.add_argument("--reference-concurrency", type=int, default=4,
+                    help="the concurrency whose AR per-user rate fixes the interactivity for the throughput ratio")
     ap.add_argument("--output", default=None,
                     help="results directory (default bench/results/<date>-<device>-openai-server)")
     args = ap.parse_args(argv)
@@ -171,7 +183,10 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     outputs: dict[tuple[str, int], list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-openai-") as tmp:
-        servers = {mode: Server(mode, args, Path(tmp)) for mode in ("ar", "dflash")}
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+        if modes[0] != "ar":
+            raise SystemExit("--modes must start with ar (the reference)")
+        servers = {mode: Server(mode, args, Path(tmp)) for mode in modes}
         try:
             for s in servers.values():
                 s.wait_ready()
@@ -187,15 +202,17 @@ def main(argv=None) -> int:
                     row = summarize(mode, c, wall, results, tau)
                     rows.append(row)
                     outputs[(mode, c)] = [r["text"] for r in results]
-                    print(f"{mode:6s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
+                    print(f"{mode:9s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
                           f"{row['per_user_tokens_per_s']:6.1f} tok/s per user, TTFT mean {row['ttft_mean_ms']:6.1f} ms "
                           f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}",
                           file=sys.stderr, flush=True)
         finally:
             for s in servers.values():
                 s.stop()
-    same = {c: outputs[("dflash", c)] == outputs[("ar", c)] for c in levels}
-    same_across = all(outputs[(m, c)] == outputs[("ar", levels[0])] for m in ("ar", "dflash") for c in levels)
+    drafted = modes[1:]
+    same = {(m, c): outputs[(m, c)] == outputs[("ar", c)] for m in drafted for c in levels}
+    same_across = all(outputs[(m, c)] == outputs[("ar", levels[0])] for m in modes for c in levels)
+    fixed = fixed_interactivity(rows, modes, args.reference_concurrency)
 
     import torch
 
@@ -204,22 +221,31 @@ def main(argv=None) -> int:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__,
                     "note": "shared machine: 2 CPU cores also used by other work during the run; numbers are noisy"},
-        "results": rows, "dflash_outputs_equal_ar": same, "outputs_equal_across_concurrency": same_across,
+        "results": rows, "outputs_equal_ar": {f"{m}@{c}": v for (m, c), v in same.items()},
+        "outputs_equal_across_concurrency": same_across, "fixed_interactivity": fixed,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    pareto_plot(rows, modes, fixed, out / "pareto.png")
     by = {(r["mode"], r["concurrency"]): r for r in rows}
-    lines = ["| concurrency | AR total tok/s | DFlash total tok/s | speedup | AR per-user tok/s | DFlash per-user tok/s "
-             "| AR TTFT mean / p50 (ms) | DFlash TTFT mean / p50 (ms) | DFlash mean tau | DFlash text = AR |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| concurrency | mode | total tok/s | vs AR | per-user tok/s | TTFT mean / p50 (ms) | mean tau | text = AR |",
+             "|---|---|---|---|---|---|---|---|"]
     for c in levels:
-        a, d = by[("ar", c)], by[("dflash", c)]
-        lines.append(f"| {c} | {a['total_tokens_per_s']:.1f} | {d['total_tokens_per_s']:.1f} | "
-                     f"{d['total_tokens_per_s'] / a['total_tokens_per_s']:.2f}x | {a['per_user_tokens_per_s']:.1f} | "
-                     f"{d['per_user_tokens_per_s']:.1f} | {a['ttft_mean_ms']:.1f} / {a['ttft_p50_ms']:.1f} | "
-                     f"{d['ttft_mean_ms']:.1f} / {d['ttft_p50_ms']:.1f} | "
-                     f"{d['mean_tau']:.2f} | {'yes' if same[c] else 'NO'} |")
+        a = by[("ar", c)]
+        for m in modes:
+            d = by[(m, c)]
+            lines.append(f"| {c} | {m} | {d['total_tokens_per_s']:.1f} | "
+                         f"{d['total_tokens_per_s'] / a['total_tokens_per_s']:.2f}x | {d['per_user_tokens_per_s']:.1f} | "
+                         f"{d['ttft_mean_ms']:.1f} / {d['ttft_p50_ms']:.1f} | "
+                         f"{'-' if d['mean_tau'] is None else format(d['mean_tau'], '.2f')} | "
+                         f"{'(reference)' if m == 'ar' else 'yes' if same[(m, c)] else 'NO'} |")
     table = "\n".join(lines)
+    if fixed["per_user_tokens_per_s"] is not None:
+        table += (f"\n\nThroughput at fixed interactivity ({fixed['per_user_tokens_per_s']:.1f} tok/s per user, the rate AR "
+                  f"reaches at concurrency {args.reference_concurrency}; each mode's total tok/s interpolated along its "
+                  "curve, n/a where its curve does not reach that rate): " + ", ".join(
+                      f"{m} {v['total_tokens_per_s']:.1f} tok/s ({v['vs_ar']:.2f}x)" if v['total_tokens_per_s'] is not None
+                      else f"{m} n/a" for m, v in fixed["modes"].items()))
     header = (f"# OpenAI server benchmark, {date}\n\n`python scripts/bench_openai_server.py "
               f"{' '.join(sys.argv[1:] if argv is None else argv)}`\n\n"
               f"{len(turns)} `{Path(args.dataset).stem}` prompts (chat template applied by the server), "
@@ -227,12 +253,64 @@ def main(argv=None) -> int:
               f"--device {args.device}, --dtype {args.dtype}, --torch-threads {args.torch_threads}, "
               f"--max-batch-size {args.max_batch_size}. Machine: {platform.machine()}, {os.cpu_count()} CPU cores "
               "shared with other work during the run (noisy).\n\nPer-user tok/s = mean over requests of "
-              "(tokens - 1) / (latency - TTFT); TTFT = request sent -> first content chunk.\n\n")
+              "(tokens - 1) / (latency - TTFT); TTFT = request sent -> first content chunk. pareto.png: total against "
+              "per-user tok/s, one curve per mode over the concurrency levels.\n\n")
     (out / "README.md").write_text(header + table + f"\n\nOutputs identical across modes and concurrency levels: "
                                    f"{'yes' if same_across else 'no'}.\n")
     print(table)
     print(f"\nwrote {out / 'results.json'} and {out / 'README.md'}", file=sys.stderr)
     return 0 if all(same.values()) else 1
+
+
+def fixed_interactivity(rows: list[dict], modes: list[str], reference_concurrency: int) -> dict:
+    """Total tok/s of each mode at the per-user rate AR reaches at `reference_concurrency` (linear interpolation along
+    the mode's (per-user, total) curve over concurrency; None where the curve does not span that rate)."""
+    ref = next((r for r in rows if r["mode"] == "ar" and r["concurrency"] == reference_concurrency), None)
+    if ref is None or ref["per_user_tokens_per_s"] is None:
+        return {"per_user_tokens_per_s": None, "modes": {}}
+    target = ref["per_user_tokens_per_s"]
+    result = {}
+    for m in modes:
+        pts = sorted((r["per_user_tokens_per_s"], r["total_tokens_per_s"]) for r in rows
+                     if r["mode"] == m and r["per_user_tokens_per_s"] is not None)
+        value = None
+        for (u0, t0), (u1, t1) in zip(pts, pts[1:]):
+            if u0 <= target <= u1:
+                value = t0 if u1 == u0 else t0 + (t1 - t0) * (target - u0) / (u1 - u0)
+                break
+        if value is None and any(abs(u - target) < 1e-9 for u, _ in pts):
+            value = next(t for u, t in pts if abs(u - target) < 1e-9)
+        result[m] = {"total_tokens_per_s": value}
+    base = result["ar"]["total_tokens_per_s"]
+    for v in result.values():
+        v["vs_ar"] = v["total_tokens_per_s"] / base if v["total_tokens_per_s"] is not None and base else None
+    return {"per_user_tokens_per_s": target, "reference_concurrency": reference_concurrency, "modes": result}
+
+
+def pareto_plot(rows: list[dict], modes: list[str], fixed: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for m in modes:
+        pts = sorted((r["concurrency"], r["per_user_tokens_per_s"], r["total_tokens_per_s"]) for r in rows
+                     if r["mode"] == m and r["per_user_tokens_per_s"] is not None)
+        ax.plot([u for _, u, _ in pts], [t for _, _, t in pts], marker="o", label=m)
+        for c, u, t in pts:
+            ax.annotate(f"c={c}", (u, t), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    if fixed.get("per_user_tokens_per_s"):
+        ax.axvline(fixed["per_user_tokens_per_s"], color="grey", linestyle=":", linewidth=1,
+                   label=f"AR per-user rate at c={fixed['reference_concurrency']}")
+    ax.set_xlabel("per-user tok/s (decode after the first token)")
+    ax.set_ylabel("total tok/s")
+    ax.set_title("OpenAI server: throughput vs interactivity")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
