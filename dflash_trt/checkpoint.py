@@ -129,7 +129,8 @@ class DecoderShape:
     hf_config: Any = field(repr=False, compare=False)
 
 
-def _decoder_shape(raw: dict[str, Any], hf, what: str, path: Path) -> dict[str, Any]:
+def _decoder_shape(raw: dict[str, Any], hf, what: str, path: Path, sliding_ok: bool = False) -> dict[str, Any]:
+    """sliding_ok: the caller validates and runs sliding-window layers itself (the drafter); otherwise refused."""
     for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         _require_int(raw, name, what, path)
     heads = raw["num_attention_heads"]
@@ -143,7 +144,7 @@ def _decoder_shape(raw: dict[str, Any], hf, what: str, path: Path) -> dict[str, 
             f"{what} {path}: rope type {rope.get('rope_type')!r} is not supported (supported: {', '.join(STATIC_ROPE_TYPES)})"
         )
     layer_types = raw.get("layer_types") or ["full_attention"] * raw["num_hidden_layers"]
-    if raw.get("use_sliding_window") or any(t != "full_attention" for t in layer_types):
+    if not sliding_ok and (raw.get("use_sliding_window") or any(t != "full_attention" for t in layer_types)):
         raise CheckpointError(
             f"{what} {path}: field 'layer_types' has sliding-window layers {sorted(set(layer_types))}; dflash-trt supports "
             "full-attention layers only: set use_sliding_window=false and layer_types to all \"full_attention\""
@@ -372,6 +373,19 @@ class DrafterConfig(DecoderShape):
     target_layer_ids: list[int] = field(default_factory=list)
     quantization: str = "none"  # none | fp8 | nvfp4 (ModelOpt unified HF export: hf_quant_config.json)
     quant_exclude_modules: list[str] = field(default_factory=list)
+    # per drafter layer: "full_attention" or "sliding_attention" (() = all full); sliding layers see only keys whose
+    # position is within sliding_window - 1 of the query's, either side (see models/drafter.py for the exact rule)
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int | None = None
+    # z-lab's rule: is_causal absent -> sliding layers causal inside the block, full layers not; given -> every layer
+    is_causal: bool | None = None
+
+    def layer_type(self, i: int) -> str:
+        return self.layer_types[i] if self.layer_types else "full_attention"
+
+    def layer_causal(self, i: int) -> bool:
+        """Whether block queries of layer i see only block keys at or before their own position."""
+        return self.layer_type(i) == "sliding_attention" if self.is_causal is None else self.is_causal
 
 
 def _dflash_field(raw: dict[str, Any], name: str):
@@ -380,18 +394,74 @@ def _dflash_field(raw: dict[str, Any], name: str):
     return nested.get(name, raw.get(name))
 
 
+DRAFTER_LAYER_TYPES = ("full_attention", "sliding_attention")
+# Drafter architectures that are recognised but not run, with the reason.
+REFUSED_DRAFTER_ARCHITECTURES = {
+    "DFlash2DraftModel": "DFlash2 (z-lab: a top-k candidate path selector over the block and two-tap dynamic causal "
+                         "convolutions around every layer's attention and MLP) is not supported yet; use a DFlash "
+                         "(DFlashDraftModel) drafter",
+}
+
+
+def _drafter_layer_types(raw: dict[str, Any], hf, path: Path) -> tuple[tuple[str, ...], int | None]:
+    """(layer_types, sliding_window) of a drafter config, as transformers' Qwen3Config (which z-lab's reference reads)
+    resolves them: `layer_types` if given, else derived from use_sliding_window / max_window_layers; the window is
+    `sliding_window` only when use_sliding_window is true. One CheckpointError naming the field otherwise."""
+    layers = raw["num_hidden_layers"]
+    given = raw.get("layer_types")
+    if given is not None:
+        if not isinstance(given, list) or len(given) != layers:
+            raise CheckpointError(f"drafter {path}: field 'layer_types' must be a list of {layers} entries (one per "
+                                  f"num_hidden_layers), got {given!r}")
+        bad = sorted({repr(t) for t in given if t not in DRAFTER_LAYER_TYPES})
+        if bad:
+            raise CheckpointError(f"drafter {path}: field 'layer_types' has unsupported layer types {', '.join(bad)}; "
+                                  f"a DFlash drafter's layers are {' or '.join(DRAFTER_LAYER_TYPES)}")
+    window = raw.get("sliding_window")
+    sliding = "sliding_attention" in (given or []) or (given is None and raw.get("use_sliding_window"))
+    if sliding and window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise CheckpointError(f"drafter {path}: field 'sliding_window' must be an integer >= 1 for sliding_attention "
+                              f"layers, got {window!r}")
+    if hf is None:  # the pre-check before transformers parses the config
+        return (), None
+    types = tuple(getattr(hf, "layer_types", None) or given or ["full_attention"] * layers)
+    if len(types) != layers or any(t not in DRAFTER_LAYER_TYPES for t in types):
+        raise CheckpointError(f"drafter {path}: field 'layer_types' resolves to {list(types)!r}; need {layers} entries "
+                              f"of {' or '.join(DRAFTER_LAYER_TYPES)}")
+    if "sliding_attention" not in types:
+        return types, None
+    effective = getattr(hf, "sliding_window", None)
+    if not raw.get("use_sliding_window") or effective is None:
+        # transformers then sets sliding_window = None and z-lab's reference applies no window at all: ambiguous
+        raise CheckpointError(
+            f"drafter {path}: field 'layer_types' has sliding_attention layers but 'use_sliding_window' = "
+            f"{raw.get('use_sliding_window')!r} / 'sliding_window' = {window!r}, so no window would apply; set "
+            "use_sliding_window=true and sliding_window to the window the drafter was trained with")
+    if isinstance(effective, bool) or not isinstance(effective, int) or effective < 1:
+        raise CheckpointError(f"drafter {path}: field 'sliding_window' must be an integer >= 1, got {effective!r}")
+    return types, effective
+
+
 def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
     directory = Path(directory)
     raw = read_config_json(directory, "drafter")
     path = directory / CONFIG_NAME
     archs = raw.get("architectures") or []
+    refused = [a for a in archs if a in REFUSED_DRAFTER_ARCHITECTURES] if isinstance(archs, list) else []
+    if refused:
+        raise CheckpointError(f"drafter {path}: field 'architectures' = {archs!r}: {refused[0]} is "
+                              f"{REFUSED_DRAFTER_ARCHITECTURES[refused[0]]}")
     if DRAFTER_ARCHITECTURE not in archs:
         raise CheckpointError(
             f"drafter {path}: field 'architectures' = {archs!r}; a DFlash drafter must declare [\"{DRAFTER_ARCHITECTURE}\"]"
         )
-    if raw.get("is_causal"):
-        raise CheckpointError(f"drafter {path}: field 'is_causal' = true is not the DFlash block attention; remove it")
+    is_causal = raw.get("is_causal")
+    if is_causal is not None and not isinstance(is_causal, bool):
+        raise CheckpointError(f"drafter {path}: field 'is_causal' must be true, false or absent, got {is_causal!r}")
+    _require_int(raw, "num_hidden_layers", "drafter", path)
+    _drafter_layer_types(raw, None, path)  # a bad layer_types / sliding_window is named before transformers sees it
     hf = _hf_config(raw, "drafter", path)
+    layer_types, sliding_window = _drafter_layer_types(raw, hf, path)
     num_target_layers = _require_int(raw, "num_target_layers", "drafter", path)
     block_size = raw.get("block_size", _dflash_field(raw, "block_size"))
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 2:
@@ -408,13 +478,16 @@ def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
         raise CheckpointError(f"drafter {path}: field 'dflash_config.target_layer_ids' must be a non-empty list of ints, got {layer_ids!r}")
     quantization, exclude = _drafter_quantization(directory, raw)
     return DrafterConfig(
-        **_decoder_shape(raw, hf, "drafter", path),
+        **_decoder_shape(raw, hf, "drafter", path, sliding_ok=True),
         num_target_layers=num_target_layers,
         block_size=block_size,
         mask_token_id=mask_token_id,
         target_layer_ids=list(layer_ids),
         quantization=quantization,
         quant_exclude_modules=exclude,
+        layer_types=layer_types,
+        sliding_window=sliding_window,
+        is_causal=is_causal,
     )
 
 
@@ -476,9 +549,10 @@ def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
         "rope_theta": rope.get("rope_theta", 10000.0),
         "rope_scaling": None if scaling.get("rope_type", "default") == "default" else scaling,
         "rope_parameters": rope,
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "layer_types": ["full_attention"] * cfg.num_hidden_layers,
+        "use_sliding_window": cfg.sliding_window is not None,
+        "sliding_window": cfg.sliding_window,
+        "layer_types": [cfg.layer_type(i) for i in range(cfg.num_hidden_layers)],
+        **({"is_causal": cfg.is_causal} if cfg.is_causal is not None else {}),
         "dtype": dtype,
         "torch_dtype": dtype,
         "num_target_layers": cfg.num_target_layers,
@@ -782,7 +856,9 @@ def save_drafter(directory: str | os.PathLike, cfg: DrafterConfig, tensors: dict
 
 def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, block_size: int = 16,
                        mask_token_id: int, target_layer_ids: list[int] | None = None,
-                       intermediate_size: int | None = None, dtype: torch.dtype | None = None) -> DrafterConfig:
+                       intermediate_size: int | None = None, dtype: torch.dtype | None = None,
+                       layer_types: list[str] | None = None, sliding_window: int | None = None,
+                       is_causal: bool | None = None) -> DrafterConfig:
     """A drafter shaped for `target` (z-lab practice: same hidden size, heads, head_dim and RoPE as the target)."""
     from transformers import Qwen3Config
 
@@ -790,6 +866,13 @@ def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, bloc
         raise ConfigError(f"block_size must be an integer >= 2 (the last verified token + at least one MASK), got {block_size!r}")
     if num_hidden_layers < 1:
         raise ConfigError(f"num_hidden_layers (drafter layers) must be >= 1, got {num_hidden_layers!r}")
+    types = tuple(layer_types or ["full_attention"] * num_hidden_layers)
+    if len(types) != num_hidden_layers or any(t not in DRAFTER_LAYER_TYPES for t in types):
+        raise ConfigError(f"layer_types must be {num_hidden_layers} entries of {' or '.join(DRAFTER_LAYER_TYPES)}, "
+                          f"got {list(types)!r}")
+    if "sliding_attention" in types and (isinstance(sliding_window, bool) or not isinstance(sliding_window, int)
+                                         or sliding_window < 1):
+        raise ConfigError(f"sliding_window must be an integer >= 1 for sliding_attention layers, got {sliding_window!r}")
     layer_ids = target_layer_ids or default_target_layer_ids(target.num_hidden_layers, num_hidden_layers)
     hf = Qwen3Config(hidden_size=target.hidden_size, num_attention_heads=target.num_attention_heads,
                      num_key_value_heads=target.num_key_value_heads, head_dim=target.head_dim,
@@ -811,6 +894,9 @@ def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, bloc
         block_size=block_size,
         mask_token_id=mask_token_id,
         target_layer_ids=list(layer_ids),
+        layer_types=types if "sliding_attention" in types else (),
+        sliding_window=sliding_window if "sliding_attention" in types else None,
+        is_causal=is_causal,
     )
     check_pair(target, cfg)
     return cfg

@@ -168,10 +168,13 @@ def make_target(directory: str | os.PathLike, *, family: str = "qwen3", vocab_si
 
 
 def make_drafter(directory: str | os.PathLike, target_dir: str | os.PathLike, *, mask_token_id: int, layers: int = 2,
-                 block_size: int = 16, target_layer_ids: list[int] | None = None, seed: int = 1) -> Path:
+                 block_size: int = 16, target_layer_ids: list[int] | None = None, seed: int = 1,
+                 layer_types: list[str] | None = None, sliding_window: int | None = None,
+                 is_causal: bool | None = None) -> Path:
     target = ckpt.load_target_config(target_dir)
     cfg = ckpt.new_drafter_config(target, num_hidden_layers=layers, block_size=block_size, mask_token_id=mask_token_id,
-                                  target_layer_ids=target_layer_ids)
+                                  target_layer_ids=target_layer_ids, layer_types=layer_types,
+                                  sliding_window=sliding_window, is_causal=is_causal)
     g = torch.Generator().manual_seed(seed)
     tensors = _random_tensors(ckpt.drafter_tensor_shapes(cfg), g)
     ckpt.save_drafter(directory, cfg, {k: v.to(cfg.dtype) for k, v in tensors.items()})

@@ -9,6 +9,31 @@ forward over a block `[last verified token, MASK x (B-1)]`:
   absolute positions) and appends them to its context cache, which persists across steps;
 * only block tokens make queries; they see all context K/V plus every block token (non-causal inside the block);
 * block K/V are never cached: they are recomputed each draft and dropped.
+
+Sliding-window layers (config `layer_types` entry "sliding_attention", window W = `sliding_window`). The rule is
+z-lab's reference under flash-attention, derived from:
+* z-lab/dflash dflash/model.py (snapshot 44947fb, 2026-04-26), Qwen3DFlashAttention: `self.is_causal = False`
+  (l.194); `self.sliding_window = config.sliding_window` for sliding layers (l.209); keys/values are
+  `cat([k_ctx, k_noise])` (l.230-231) appended to the draft cache (l.238), which dflash_generate crops back to the
+  committed context after each draft (`past_key_values_draft.crop(start)`, l.120), so key index j holds absolute position j
+  and the block's B keys are the last ones; the call passes `sliding_window=self.sliding_window` and
+  `is_causal=False` to ALL_ATTENTION_FUNCTIONS[config._attn_implementation] (l.240-251, l.118).
+* transformers' _flash_attention_forward (modeling_flash_attention_utils.py): when key length > W it calls flash-attn
+  with `window_size = (W - 1, W - 1)`; flash-attn aligns the q_len queries to the END of the k_len keys, so query i
+  sees key j iff -(W-1) <= j - (i + k_len - q_len) <= W-1. With z-lab's layout i + k_len - q_len is the query's
+  absolute position p, hence: a block query at position p sees a key (context or block) at position a iff
+  |p - a| <= W - 1, i.e. context keys a in [p - W + 1, p) and block keys within W - 1 of p (all of the block when
+  W >= B). The same rule is what z-lab's later explicit-mask path builds (`_attention_mask`: query_position - key_position
+  < W and, non-causal, key_position - query_position < W). (With key length <= W the window cuts nothing, so the
+  "key length > W" condition changes nothing.) The eager/sdpa path of the April snapshot ignores `sliding_window` (no
+  mask is built); that is not followed here. Here positions are used directly (cache index = position for context,
+  block_positions for the block), which is the same as flash-attn's index rule in z-lab's layout.
+* Causality (z-lab's current model.py, commit 1012959, Qwen3DFlashAttention.__init__ and its explicit mask):
+  `is_causal = layer_type == "sliding_attention"` when the config has no `is_causal` field, else the field's value
+  for every layer. A causal layer's block query at p sees block keys at positions <= p only (context keys are all
+  before the block). Published sliding drafters write `is_causal: false` (non-causal, the window on both sides, as
+  under flash-attention above); one without the field is causal in its sliding layers, as z-lab serves it.
+  Full-attention layers are non-causal unless `is_causal: true`.
 """
 
 from __future__ import annotations
@@ -36,6 +61,11 @@ class DFlashDrafter(nn.Module):
         self.fused_fc: Fused | None = None  # fc in the inference layout (fuse())
         with torch.device("cpu"):
             self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope, cfg.hf_config)
+        self.sliding = [cfg.layer_type(i) == "sliding_attention" for i in range(cfg.num_hidden_layers)]
+        self.causal = [cfg.layer_causal(i) for i in range(cfg.num_hidden_layers)]
+        self._kinds = [(s, c) for s, c in zip(self.sliding, self.causal)]  # what a layer's mask depends on
+        if any(self.sliding) and not (isinstance(cfg.sliding_window, int) and cfg.sliding_window >= 1):
+            raise ckpt.CheckpointError(f"drafter: sliding_attention layers need sliding_window >= 1, got {cfg.sliding_window!r}")
 
     @property
     def block_size(self) -> int:
@@ -113,6 +143,11 @@ class DFlashDrafter(nn.Module):
         sees_context = (key_positions[None, :] < new_lengths[:, None])[:, None, :].expand(n, b, upto)
         sees_block = torch.ones(n, b, b, dtype=torch.bool, device=context.device)  # non-causal inside the block
         visible = torch.cat([sees_context, sees_block], dim=-1)
+        masks = {(False, False): visible}
+        if any(s or c for s, c in self._kinds):
+            key_all = torch.cat([key_positions[None, :].expand(n, upto), block_positions], dim=1)
+            for kind in set(self._kinds) - set(masks):
+                masks[kind] = visible & self._layer_mask(kind, block_positions, key_all)
 
         features = self._fc(context)
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
@@ -124,8 +159,21 @@ class DFlashDrafter(nn.Module):
                 k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)  # KV injection: this layer's own k/v_proj
                 cache.write(i, where, k_ctx, v_ctx)
             k_ctx, v_ctx = cache.read(i, rows, upto)
-            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible)
+            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, masks[self._kinds[i]])
         return self.norm(h)
+
+    def _layer_mask(self, kind: tuple[bool, bool], query_positions: torch.Tensor,
+                    key_positions: torch.Tensor) -> torch.Tensor:
+        """[N, T], [N, S] -> [N, T, S] for a layer of kind (sliding, causal), by positions (module docstring):
+        causal: key <= query; sliding: query - key < W, and, when not causal, key - query < W."""
+        sliding, causal = kind
+        distance = query_positions[:, :, None] - key_positions[:, None, :]
+        mask = distance >= 0 if causal else torch.ones_like(distance, dtype=torch.bool)
+        if sliding:
+            mask = mask & (distance < self.cfg.sliding_window)
+            if not causal:
+                mask = mask & (-distance < self.cfg.sliding_window)
+        return mask
 
     def ingest(self, context: torch.Tensor, context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor) -> None:
         """Write context K/V without drafting: what `forward` does with its context before the block attends to it
@@ -148,14 +196,19 @@ class DFlashDrafter(nn.Module):
         block_embeds [N, Q, H] (Q = blocks x B), block_positions [N, Q]; context [N, S, n*H] at context_positions
         [N, S]; visible [N, Q, S + Q] says which context entries and which block tokens each query sees (the
         trainer builds it: a block sees context strictly before its anchor and its own tokens, not other blocks).
-        Same layers, same KV injection as `forward` — what is trained is exactly what is served."""
+        Same layers, same KV injection as `forward` — what is trained is exactly what is served (sliding layers add
+        the same window on positions to `visible`)."""
         features = self._fc(context)
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
+        masks = {(False, False): visible}
+        key_all = torch.cat([context_positions, block_positions], 1)
+        for kind in set(self._kinds) - set(masks):
+            masks[kind] = visible & self._layer_mask(kind, block_positions, key_all)
         h = block_embeds
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)
-            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible)
+            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, masks[self._kinds[i]])
         return self.norm(h)
 
     @staticmethod
