@@ -51,7 +51,7 @@ def _generate(args) -> int:
     if not args.engine_dir and not args.no_draft and not args.drafter:
         raise ConfigError("--drafter is required unless --no-draft is given")
     from dflash_trt.engines.requests import verify_len_from
-    from dflash_trt.manifest import runtime_draft, runtime_verify_len
+    from dflash_trt.manifest import runtime_budget
 
     verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     # Request errors first: a typo in --temperature must not cost a full model load.
@@ -64,9 +64,8 @@ def _generate(args) -> int:
                                        dtype=None if args.dtype == "auto" else args.dtype,
                                        max_batch_size=len(args.prompt), use_drafter=not args.no_draft,
                                        decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
-        if verify_len is None and args.draft is None and manifest["backend"] == "torch":
-            args.draft = runtime_draft(manifest)  # the build's draft budget, else its verify_len
-            verify_len = None if args.draft is not None else runtime_verify_len(manifest)
+        if manifest["backend"] == "torch":
+            verify_len, args.draft = runtime_budget(manifest, verify_len, args.draft)
     else:
         engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
                                              dtype=args.dtype, max_batch_size=len(args.prompt),

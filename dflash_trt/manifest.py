@@ -95,9 +95,13 @@ def verify_files(manifest: dict, engine_dir: str | os.PathLike, *, checksums: bo
                               "changed: restore it or rebuild the engine directory")
 
 
-def runtime_draft(manifest: dict) -> str | None:
-    """`runtime.draft` ("chain:K" / "auto"), None when the build gave only verify_len."""
-    return (manifest.get("runtime") or {}).get("draft")
+def runtime_budget(manifest: dict, verify_len: int | None, draft: str | None) -> tuple[int | None, str | None]:
+    """(verify_len, draft) a run uses: the command line's if it gives either, else the engine directory's —
+    `runtime.draft` ("chain:K" / "auto") when the build recorded one, else `runtime.verify_len`."""
+    if verify_len is not None or draft is not None:
+        return verify_len, draft
+    recorded = (manifest.get("runtime") or {}).get("draft")
+    return (None, recorded) if recorded is not None else (runtime_verify_len(manifest), None)
 
 
 def runtime_verify_len(manifest: dict) -> int | None:

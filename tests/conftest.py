@@ -21,6 +21,32 @@ from dflash_trt import tiny
 torch.set_num_threads(2)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module (`pytestmark = pytest.mark.usefixtures("one_torch_thread")`): its matmuls are
+    small, and when another process shares the CPU (a server the tests start, other work) OpenMP threads spin-wait
+    for a core the other process holds and every forward gets ~10x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def copy_checkpoint(src: Path, dst: Path) -> Path:
+    """A copy of a checkpoint directory to corrupt in a test."""
+    return Path(shutil.copytree(src, dst))
+
+
+def edit_safetensors(directory: Path, edit) -> None:
+    """Rewrite directory/model.safetensors after edit(tensors) changed the dict in place."""
+    from safetensors.torch import load_file, save_file
+
+    path = directory / "model.safetensors"
+    tensors = load_file(str(path))
+    edit(tensors)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
 @pytest.fixture(scope="session")
 def make_pair(tmp_path_factory):
     """make_pair(family="qwen3", tie=False, block_size=16, vocab_size=None, dtype="float32", seed=0, **target_kwargs)

@@ -85,7 +85,7 @@ def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
     costs = {(1, k): 1.0 + k / 16 for k in candidates(16)}
     budget = AutoBudget(16, CostTable(costs, refine=False), prior=[0.5] * 15)
-    budget._global.accepted[0], budget._global.trials[0] = 1, 2  # measured: 1 of 2, the prior's own 0.5
+    budget.curve.accepted[0], budget.curve.trials[0] = 1, 2  # measured: 1 of 2, the prior's own 0.5
     rates = {k: AutoBudget.expected_tokens([0.5] * 15, k) / costs[(1, k)] for k in candidates(16)}
     assert max(rates, key=rates.get) == 4
     assert budget.choose(["x"]) == 4

@@ -19,7 +19,6 @@ tower) whose text model is served; a Gemma4ForCausalLM directory is checked for 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import CheckpointError
 from dflash_trt.models.hf_target import HfTarget
 from dflash_trt.models.target import TargetModel, load_target
+from conftest import copy_checkpoint, edit_safetensors
 from test_spec_lossless import make_oracle
 
 VOCAB, HIDDEN, LAYERS, WINDOW = 512, 64, 4, 8
@@ -291,24 +291,12 @@ def test_device_loop_equals_transformers_generate(root, family):
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def _edit_tensors(directory: Path, edit) -> None:
-    path = directory / "model.safetensors"
-    tensors = load_file(str(path))
-    edit(tensors)
-    save_file(tensors, str(path), metadata={"format": "pt"})
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_unexpected_tensor_is_refused(root, tmp_path, family):
     target_dir, drafter_dir = family_pair(family, root)
-    bad = _copy(target_dir, tmp_path / "t")
+    bad = copy_checkpoint(target_dir, tmp_path / "t")
     prefix = "model.language_model." if family == "gemma4" else "model."  # a text-model tensor, not a tower's
-    _edit_tensors(bad, lambda t: t.update({f"{prefix}layers.0.mlp.extra.weight": torch.zeros(4, 4)}))
+    edit_safetensors(bad, lambda t: t.update({f"{prefix}layers.0.mlp.extra.weight": torch.zeros(4, 4)}))
     with pytest.raises(CheckpointError, match=r"unexpected tensor\(s\) model\.layers\.0\.mlp\.extra\.weight") as info:
         TorchEngine.from_pretrained(bad, drafter_dir, device="cpu", tokenizer=False)
     assert str(bad) in str(info.value) and "\n" not in str(info.value)
@@ -316,19 +304,19 @@ def test_unexpected_tensor_is_refused(root, tmp_path, family):
 
 def test_missing_misshaped_nonfinite_tensors_and_pickle_weights_are_refused(root, tmp_path):
     target_dir, _ = family_pair("gpt_oss", root)
-    missing = _copy(target_dir, tmp_path / "missing")
-    _edit_tensors(missing, lambda t: t.pop("model.layers.3.self_attn.sinks"))
+    missing = copy_checkpoint(target_dir, tmp_path / "missing")
+    edit_safetensors(missing, lambda t: t.pop("model.layers.3.self_attn.sinks"))
     with pytest.raises(CheckpointError, match=r"missing tensor\(s\) model\.layers\.3\.self_attn\.sinks"):
         load_target(missing)
-    shaped = _copy(target_dir, tmp_path / "shaped")
-    _edit_tensors(shaped, lambda t: t.update({"model.layers.0.self_attn.q_proj.weight": torch.zeros(32, HIDDEN)}))
+    shaped = copy_checkpoint(target_dir, tmp_path / "shaped")
+    edit_safetensors(shaped, lambda t: t.update({"model.layers.0.self_attn.q_proj.weight": torch.zeros(32, HIDDEN)}))
     with pytest.raises(CheckpointError, match=r"model\.layers\.0\.self_attn\.q_proj\.weight have shapes"):
         load_target(shaped)
-    nan = _copy(target_dir, tmp_path / "nan")
-    _edit_tensors(nan, lambda t: t["model.norm.weight"].fill_(float("nan")))
+    nan = copy_checkpoint(target_dir, tmp_path / "nan")
+    edit_safetensors(nan, lambda t: t["model.norm.weight"].fill_(float("nan")))
     with pytest.raises(CheckpointError, match=r"model\.norm\.weight have NaN/Inf"):
         load_target(nan)
-    pickled = _copy(target_dir, tmp_path / "pickled")
+    pickled = copy_checkpoint(target_dir, tmp_path / "pickled")
     (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")  # never opened: refused by name
     with pytest.raises(CheckpointError, match="pickle weights"):
         load_target(pickled)
@@ -379,7 +367,7 @@ def test_gpt_oss_mxfp4_experts_load_dequantized(root, tmp_path):
     MXFP4 integration, dequantized: the experts equal the float weights they encode, and the model equals the float
     checkpoint of those weights."""
     target_dir, _ = family_pair("gpt_oss", root)
-    float_dir, quant_dir = _copy(target_dir, tmp_path / "float"), _copy(target_dir, tmp_path / "mxfp4")
+    float_dir, quant_dir = copy_checkpoint(target_dir, tmp_path / "float"), copy_checkpoint(target_dir, tmp_path / "mxfp4")
     tensors = load_file(str(target_dir / "model.safetensors"))
     g = torch.Generator().manual_seed(9)
     quantized = dict(tensors)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from dflash_trt import RequestError, SamplingParams
 from dflash_trt.engines.torch_engine import TorchEngine
@@ -23,13 +22,7 @@ PARAMS = [SamplingParams(max_new_tokens=n, ignore_eos=True) for n in (24, 40, 16
 PARAMS[2] = SamplingParams(max_new_tokens=16, temperature=0.8, top_p=0.9, seed=7, ignore_eos=True)  # a sampled one
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Small matmuls: one intra-op thread is faster, and far faster on a CPU shared with other work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

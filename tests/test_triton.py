@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from dflash_trt import SamplingParams
 from dflash_trt.engines.torch_engine import TorchEngine
@@ -79,14 +78,7 @@ def server(tmp_path_factory):
         _stop_cli(proc)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Two processes (this one and the model's) share the CPU: one intra-op thread each. With more, OpenMP threads
-    spin-wait for a core the other process holds, and every forward gets ~10x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

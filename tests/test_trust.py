@@ -16,25 +16,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from dflash_trt import SamplingParams, checkpoint as ckpt
 from dflash_trt.cli import main
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import CheckpointError, ConfigError, RequestError
 from dflash_trt.tempdirs import make_tempdir, remove_stale
+from conftest import copy_checkpoint, edit_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
 PROMPTS = [json.loads(line)["turns"][0] for line in (ROOT / "data/prompts/eagle_gsm8k.jsonl").read_text().splitlines()[:6]]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -42,31 +37,19 @@ def engine():
     return TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", max_batch_size=4, max_seq_len=320)
 
 
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def _edit_weights(directory: Path, edit) -> None:
-    path = directory / "model.safetensors"
-    tensors = load_file(str(path))
-    edit(tensors)
-    save_file(tensors, str(path), metadata={"format": "pt"})
-
-
 # ---- checkpoints: every tensor accounted for, every value finite --------------------------------------------------------
 
 
 def test_target_with_more_layers_than_its_config_is_refused(make_pair, tmp_path, capsys):
     target, drafter = make_pair(vocab_size=128)
-    bad = _copy(Path(target), tmp_path / "target")
+    bad = copy_checkpoint(Path(target), tmp_path / "target")
     layers = ckpt.load_target_config(bad).num_hidden_layers
 
     def add_layer(t):
         for name in [n for n in t if n.startswith("model.layers.0.")]:
             t[name.replace("layers.0.", f"layers.{layers}.")] = t[name].clone()
 
-    _edit_weights(bad, add_layer)
+    edit_safetensors(bad, add_layer)
     with pytest.raises(CheckpointError, match=rf"unexpected tensor\(s\) model\.layers\.{layers}\.") as err:
         ckpt.load_target_tensors(bad, ckpt.load_target_config(bad))
     assert "num_hidden_layers" in str(err.value)
@@ -77,31 +60,31 @@ def test_target_with_more_layers_than_its_config_is_refused(make_pair, tmp_path,
 
 def test_unexpected_drafter_tensor_is_refused_and_tolerated_extras_load(make_pair, tmp_path):
     target, drafter = make_pair(vocab_size=128)
-    bad = _copy(Path(drafter), tmp_path / "drafter")
-    _edit_weights(bad, lambda t: t.__setitem__("embed_tokens.weight", torch.zeros(128, t["norm.weight"].shape[0])))
+    bad = copy_checkpoint(Path(drafter), tmp_path / "drafter")
+    edit_safetensors(bad, lambda t: t.__setitem__("embed_tokens.weight", torch.zeros(128, t["norm.weight"].shape[0])))
     with pytest.raises(CheckpointError, match=r"unexpected tensor\(s\) embed_tokens\.weight"):
         ckpt.load_drafter_tensors(bad, ckpt.load_drafter_config(bad))
     # What transformers itself ignores still loads: a tied head saved anyway, old RoPE tables.
     tied, _ = make_pair(vocab_size=128, tie=True)
-    ok = _copy(Path(tied), tmp_path / "tied")
+    ok = copy_checkpoint(Path(tied), tmp_path / "tied")
 
     def extras(t):
         t["lm_head.weight"] = t["model.embed_tokens.weight"].clone()
         t["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.ones(8)
 
-    _edit_weights(ok, extras)
+    edit_safetensors(ok, extras)
     ckpt.load_target_tensors(ok, ckpt.load_target_config(ok))
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_non_finite_weights_are_refused_at_load(make_pair, tmp_path, value):
     target, drafter = make_pair(vocab_size=128)
-    bad = _copy(Path(drafter), tmp_path / "drafter")
+    bad = copy_checkpoint(Path(drafter), tmp_path / "drafter")
 
     def poison(t):
         t["layers.0.mlp.up_proj.weight"][3, 5] = value
 
-    _edit_weights(bad, poison)
+    edit_safetensors(bad, poison)
     with pytest.raises(CheckpointError, match=r"'layers\.0\.mlp\.up_proj\.weight' has 1 NaN/Inf"):
         TorchEngine.from_pretrained(target, bad, device="cpu", tokenizer=False)
 
@@ -367,14 +350,14 @@ def test_damaged_engine_dirs_are_caught_before_loading(built, tmp_path, capsys):
     assert main(["doctor", "--engine-dir", str(built)]) == 0
     capsys.readouterr()
     # zeroed checksums: doctor recomputes them
-    zeroed = _copy(built, tmp_path / "zeroed")
+    zeroed = copy_checkpoint(built, tmp_path / "zeroed")
     m = load_manifest(zeroed)
     m["checksums"] = {k: "sha256:" + "0" * 64 for k in m["checksums"]}
     (zeroed / "manifest.json").write_text(json.dumps(m))
     assert main(["doctor", "--engine-dir", str(zeroed)]) == 2
     assert "sha256 differs" in capsys.readouterr().err
     # a missing drafter file: doctor and generate name it
-    missing = _copy(built, tmp_path / "missing")
+    missing = copy_checkpoint(built, tmp_path / "missing")
     (missing / "drafter" / "model.safetensors").unlink()
     for argv in (["doctor", "--engine-dir", str(missing)],
                  ["generate", "--engine-dir", str(missing), "--prompt", "hi", "--max-new-tokens", "2"]):
@@ -382,7 +365,7 @@ def test_damaged_engine_dirs_are_caught_before_loading(built, tmp_path, capsys):
         err = capsys.readouterr().err
         assert "drafter/model.safetensors" in err and "missing" in err and "Traceback" not in err
     # a truncated one: generate refuses it from its size, before reading weights
-    cut = _copy(built, tmp_path / "cut")
+    cut = copy_checkpoint(built, tmp_path / "cut")
     weights = cut / "drafter" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: 1000])
     assert main(["generate", "--engine-dir", str(cut), "--prompt", "hi", "--max-new-tokens", "2"]) == 2

@@ -80,7 +80,7 @@ def open_engine_dir(args, config):
     """(engine, settings for the report) for --engine-dir: the torch engine with the build's runtime settings (dtype,
     max_seq_len), or both TensorRT-LLM modes of a trtllm engine directory."""
     from dflash_trt.errors import ConfigError
-    from dflash_trt.manifest import load_manifest, runtime_draft, runtime_verify_len
+    from dflash_trt.manifest import load_manifest, runtime_budget
 
     if args.target or args.drafter:
         raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
@@ -97,9 +97,7 @@ def open_engine_dir(args, config):
                                        max_batch_size=max(args.batch_size, 1), decode_loop=args.decode_loop,
                                        steps_per_sync=args.steps_per_sync)
     config.target, config.drafter = (manifest.get("target") or {}).get("path"), "drafter"
-    if config.verify_len is None and config.draft is None:
-        config.draft = runtime_draft(manifest)  # the build's draft budget, else its verify_len
-        config.verify_len = None if config.draft is not None else runtime_verify_len(manifest)
+    config.verify_len, config.draft = runtime_budget(manifest, config.verify_len, config.draft)
     config.extra["engine_dir"] = str(args.engine_dir)
     config.extra["backend"] = manifest.get("backend")
     config.extra["drafter_quantization"] = (manifest.get("drafter") or {}).get("quantization")

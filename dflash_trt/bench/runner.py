@@ -304,16 +304,15 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
         raise ConfigError("bench compares DFlash with AR and needs a drafter: pass --drafter DIR")
     if engine.max_batch_size < config.batch_size:
         raise ConfigError(f"--batch-size {config.batch_size} exceeds the engine's max_batch_size {engine.max_batch_size}")
+    draft, verify_len = None, config.verify_len  # draft: "auto", or None (chain:K is the same as verify_len K)
     if config.draft is not None:
         if getattr(engine, "draft_budget", None) is None or getattr(engine, "drafter", None) is None:
             raise ConfigError("--draft needs the torch engine with a drafter; give --verify-len K for this engine")
         from dflash_trt.engines.requests import resolve_draft
 
         kind, k_draft = resolve_draft(config.draft, config.verify_len, engine.drafter.block_size)
-        config.verify_len = k_draft if kind == "chain" else None
-        if kind == "chain":
-            config.draft = None  # the same as --verify-len K
-    k = max_k if config.verify_len is None else config.verify_len
+        draft, verify_len = ("auto", None) if kind == "auto" else (None, k_draft)
+    k = max_k if verify_len is None else verify_len
     if not 2 <= k <= max_k:
         what = "the drafter's block_size" if getattr(engine, "drafter", None) is not None else "the engine's verify_len"
         raise ConfigError(f"--verify-len must be in 2..{max_k} ({what}), got {k}; omit it to use {max_k}")
@@ -351,7 +350,7 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             outs = [hf.generate(p.ids, q) for p, q in zip(batch, params(batch))]
             return [tokens for tokens, _ in outs], [timing for _, timing in outs]
         spec = mode == "spec"
-        budget = {"draft": config.draft} if spec and config.draft is not None else \
+        budget = {"draft": draft} if spec and draft is not None else \
             {"verify_len": k if spec else None}
         results = raise_if_failed(engine.generate([p.ids for p in batch], params(batch), use_drafter=spec, **budget),
                                   f"bench ({mode})")
@@ -471,7 +470,7 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             "target": str(config.target), "drafter": str(config.drafter),
             "datasets": [str(s.path) for s in sets], "num_prompts": config.num_prompts,
             "max_new_tokens": config.max_new_tokens, "batch_size": config.batch_size, "verify_len": k,
-            "draft": config.draft or f"chain:{k}",
+            "draft": draft or f"chain:{k}",
             "drafter_block_size": drafter_block, "temperature": float(config.temperature), "seed": config.seed,
             "warmup": config.warmup, "max_seq_len": max_seq_len,
             "dtype": _dtype_name(engine), "dtype_arg": config.dtype,

@@ -48,7 +48,7 @@ from transformers.cache_utils import Cache
 
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import CheckpointError
-from dflash_trt.models.kv_cache import slot_view
+from dflash_trt.models.kv_cache import SlotLengths, slot_view
 
 # Families whose transformers model takes a dict of masks by layer type (they read attention_mask[layer_type]).
 MASK_DICT_FAMILIES = ("gpt_oss", "gemma4")
@@ -57,7 +57,7 @@ MULTIMODAL_TOWER_PREFIXES = ("model.vision_tower.", "model.embed_vision.", "mode
                              "model.multi_modal_projector.")
 
 
-class HfKVCache(Cache):
+class HfKVCache(SlotLengths, Cache):
     """The engine's KV cache behind transformers' Cache interface (see the module docstring). Same bookkeeping as
     `KVCache`: `lengths` [max_batch], `capacity`, `set_lengths`, `reset`; HfTarget.forward sets which rows and positions
     one forward writes (`begin` / `end`)."""
@@ -108,13 +108,6 @@ class HfKVCache(Cache):
 
     def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
         return self._upto, 0
-
-    def set_lengths(self, slots: torch.Tensor, lengths: torch.Tensor) -> None:
-        """Commit (or crop to) `lengths` for `slots`."""
-        self.lengths[slots] = lengths.to(self.lengths.dtype)
-
-    def reset(self) -> None:
-        self.lengths.zero_()
 
 
 class NoRotary:

@@ -10,7 +10,21 @@ from __future__ import annotations
 import torch
 
 
-class KVCache:
+class SlotLengths:
+    """The per-slot bookkeeping every engine cache shares (KVCache; HfKVCache behind transformers' Cache interface):
+    `lengths` [max_batch] committed positions per slot, set by the subclass; cropping is a smaller length."""
+
+    lengths: torch.Tensor
+
+    def set_lengths(self, slots: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Commit (or crop to) `lengths` for `slots`."""
+        self.lengths[slots] = lengths.to(self.lengths.dtype)
+
+    def reset(self) -> None:
+        self.lengths.zero_()
+
+
+class KVCache(SlotLengths):
     def __init__(self, num_layers: int, max_batch: int, capacity: int, kv_heads: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str):
         shape = (num_layers, max_batch, capacity, kv_heads, head_dim)
@@ -38,14 +52,6 @@ class KVCache:
         """The first `upto` positions of each slot: [N, upto, Hkv, D] (entries past a slot's length are masked by the
         caller). `slots` may be a slice (consecutive slots): then the result is a view, nothing is copied."""
         return self.k_layers[layer][slots, :upto], self.v_layers[layer][slots, :upto]
-
-    def set_lengths(self, slots: torch.Tensor, lengths: torch.Tensor) -> None:
-        """Commit (or crop to) `lengths` for `slots`."""
-        self.lengths[slots] = lengths.to(self.lengths.dtype)
-
-    def reset(self) -> None:
-        self.lengths.zero_()
-
 
 def slot_view(slots: torch.Tensor, host_slots: list[int] | None) -> torch.Tensor | slice:
     """How a forward reads the cache rows of `slots`: a slice when the caller knows (host_slots) they are consecutive,

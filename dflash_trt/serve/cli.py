@@ -169,7 +169,7 @@ def resolve_serve(args) -> ServeSpec:
     if args.torch_threads < 0:
         raise ConfigError(f"--torch-threads must be >= 0 (0 = torch's default), got {args.torch_threads}")
     from dflash_trt.engines.requests import verify_len_from
-    from dflash_trt.manifest import runtime_draft, runtime_verify_len
+    from dflash_trt.manifest import runtime_budget
 
     verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     runtime: dict = {}
@@ -207,14 +207,12 @@ def resolve_serve(args) -> ServeSpec:
     overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.draft, args.device,
                                             args.dtype, args.decode_loop, args.steps_per_sync)) or args.no_draft \
         or args.torch_threads > 0
+    budget_verify_len, draft = runtime_budget(manifest or {}, verify_len, args.draft)
     return ServeSpec(backend="torch", manifest=manifest, target=target, drafter=None if args.no_draft else drafter,
                      max_batch_size=int(pick(args.max_batch_size, "max_batch_size", 8)),
                      max_seq_len=pick(args.max_seq_len, "max_seq_len", None),
                      device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
-                     verify_len=verify_len if verify_len is not None or args.draft is not None
-                     or runtime_draft(manifest or {}) is not None else runtime_verify_len(manifest or {}),
-                     draft=args.draft if args.draft is not None or verify_len is not None
-                     else runtime_draft(manifest or {}),
+                     verify_len=budget_verify_len, draft=draft,
                      speculative=not args.no_draft, torch_threads=args.torch_threads,
                      decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4,
                      repository=repository, overrides=overrides)

@@ -36,13 +36,19 @@ REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its es
 COST_SMOOTHING = 0.2  # weight of a new window's time in the online cost average
 
 
+def powers_of_two_to(n: int) -> list[int]:
+    """1, 2, 4, ... below n, and n itself: the K values auto chooses among (n = the drafter's block) and the batch
+    buckets of CUDA graphs (n = max_batch_size)."""
+    sizes, b = [], 1
+    while b < n:
+        sizes.append(b)
+        b *= 2
+    return sizes + [n]
+
+
 def candidates(block_size: int) -> list[int]:
     """K values auto chooses among: 1, 2, 4, ... and the drafter's block itself."""
-    ks, k = [1], 2
-    while k < block_size:
-        ks.append(k)
-        k *= 2
-    return ks + [block_size]
+    return powers_of_two_to(block_size)
 
 
 @dataclass
@@ -131,7 +137,6 @@ class FixedChain:
 
     def __init__(self, k: int):
         self.k = k
-        self.max_k = k
 
     def choose(self, requests: Sequence[Hashable]) -> int:
         return self.k
@@ -163,7 +168,6 @@ class AutoBudget:
 
     def __post_init__(self):
         self.ks = candidates(self.block_size)
-        self.max_k = self.block_size
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         if len(prior) < positions or not all(0 < p < 1 for p in prior[:positions]):
@@ -173,7 +177,6 @@ class AutoBudget:
             self.curve = AcceptanceCounts.empty(positions)
         if len(self.curve.trials) != positions:
             raise ValueError(f"the acceptance counts have {len(self.curve.trials)} positions, the block {positions}")
-        self._global = self.curve
         missing = [k for k in self.ks if not self.cost.sizes(k)]
         if missing:
             raise ValueError(f"the cost table has no entry for K = {missing}")
@@ -183,7 +186,7 @@ class AutoBudget:
     def acceptance(self, request_id: Hashable | None = None) -> list[float]:
         """p(j) for draft positions 1..B-1: the global estimate, or a request's."""
         g = [(PRIOR_WEIGHT * p + s) / (PRIOR_WEIGHT + n)
-             for p, s, n in zip(self._prior, self._global.accepted, self._global.trials)]
+             for p, s, n in zip(self._prior, self.curve.accepted, self.curve.trials)]
         counts = self._requests.get(request_id) if request_id is not None else None
         if counts is None:
             return g
@@ -208,7 +211,7 @@ class AutoBudget:
             rate = sum(self.expected_tokens(p, k) for p in curves) / self.cost.cost(n, k)
             if rate > best_rate * (1 + 1e-9):
                 best_k, best_rate = k, rate
-        if not any(self._global.trials):  # nothing measured yet: the largest K measures every position
+        if not any(self.curve.trials):  # nothing measured yet: the largest K measures every position
             return self.ks[-1]
         if best_k == 1:
             runs = [self._at_one.get(r, 0) + 1 for r in requests]
@@ -231,7 +234,7 @@ class AutoBudget:
             counts = self._requests[request_id] = AcceptanceCounts.empty(self.block_size - 1)
         for tau in taus:
             counts.add(k, tau, REQUEST_DECAY)
-            self._global.add(k, tau)
+            self.curve.add(k, tau)
 
     def observe_time(self, n: int, k: int, seconds_per_step: float) -> None:
         self.cost.observe(n, k, seconds_per_step)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from dflash_trt.kernels.ops import StepOps, ops_for
+from dflash_trt.spec.budget import powers_of_two_to
 from dflash_trt.spec.sampling import seed_keys
 
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
@@ -38,11 +39,7 @@ MIN_LENGTH_BUCKET = 64
 
 def bucket_sizes(max_batch_size: int) -> list[int]:
     """Batch buckets (CUDA graphs): powers of two below max_batch_size, and max_batch_size."""
-    sizes, b = [], 1
-    while b < max_batch_size:
-        sizes.append(b)
-        b *= 2
-    return sizes + [max_batch_size]
+    return powers_of_two_to(max_batch_size)
 
 
 def length_bucket(length: int, capacity: int) -> int:

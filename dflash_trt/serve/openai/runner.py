@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from dflash_trt.engines.requests import encode_prompt
 from dflash_trt.errors import DFlashError, RequestError
 from dflash_trt.serve.openai.text import TextStream, visible_text
+from dflash_trt.serve.queueing import take_queued
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.stats import Stats
 
@@ -148,13 +149,8 @@ class EngineRunner:
             self._end_all("error", f"the engine thread failed: {self.failure}")
 
     def _loop(self) -> None:
-        while True:
-            items = [self._queue.get()] if not self.scheduler.has_work else []
-            while True:  # everything that arrived since the last step joins now
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+        while True:  # everything that arrived since the last step joins now
+            items = take_queued(self._queue, wait=not self.scheduler.has_work)
             for item in items:
                 if item is _STOP:
                     self._end_all("abort", "the server is shutting down")

@@ -191,16 +191,12 @@ class TritonPythonModel:
     # ---- the loop (one thread owns the engine) -----------------------------------------------------------------------
 
     def _loop(self):
+        from dflash_trt.serve.queueing import take_queued
+
         live = {}  # request id -> _Live
         last_cancel_check = 0.0
-        while True:
-            item = self._queue.get() if not live and not self.scheduler.has_work else None
-            items = [item] if item is not None else []
-            while True:  # everything that arrived since the last step joins now
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+        while True:  # everything that arrived since the last step joins now
+            items = take_queued(self._queue, wait=not live and not self.scheduler.has_work)
             for item in items:
                 if item is _STOP:
                     for rid in list(live):
