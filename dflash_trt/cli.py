@@ -24,7 +24,7 @@ def _add_generate(sub):
     p.add_argument("--verify-len", type=int, default=None,
                    help="K, block slots the target verifies per step, 2..the drafter's block_size (default: all of them)")
     p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
-    p.add_argument("--draft", default=None, metavar="chain:K|auto", help="chain:K (verify K block slots per step, = --verify-len K) or auto (K chosen per window from measured acceptance and step cost; spec/budget.py)")
+    p.add_argument("--draft", default=None, metavar="chain:K|tree:N|auto", help="chain:K (verify K block slots per step, = --verify-len K), tree:N (verify a draft tree of N nodes from the drafter's top candidates; spec/tree.py) or auto (K chosen per window from measured acceptance and step cost; spec/budget.py)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
     p.add_argument("--dtype", default="auto", help="auto (the checkpoint's own), float32, bfloat16 or float16")
     p.add_argument("--max-seq-len", type=int, default=None,

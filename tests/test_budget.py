@@ -40,8 +40,10 @@ def test_candidates_and_draft_spec():
     assert resolve_draft("chain:8", 8, 16) == ("chain", 8)
     assert resolve_draft("auto", None, 16) == ("auto", 16)
     assert resolve_draft("auto", None, None) == ("chain", 1)  # no drafter: AR
+    assert resolve_draft("tree:32", None, 16) == ("tree", 32)  # nodes, not block slots: may exceed the block
     for bad, words in [("chain:17", "verify_len must be an integer in 2..16"), ("chain:1", "2..16"),
-                       ("tree:8", "tree drafting is not implemented"), ("fast", "'chain:K'"), ("chain:", "'chain:K'")]:
+                       ("tree:1", "2..64 nodes"), ("tree:65", "2..64 nodes"), ("fast", "'chain:K'"),
+                       ("chain:", "'chain:K'")]:
         with pytest.raises(RequestError, match=words):
             resolve_draft(bad, None, 16)
     with pytest.raises(RequestError, match="disagree"):
@@ -225,7 +227,10 @@ def test_draft_on_the_command_line(capsys):
     assert main(args + ["--draft", "auto", "--check-ar"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["matches_ar"] == [True] and report["stats"]["mean_verify_len"] >= 1
-    assert main(args + ["--draft", "tree:8"]) == 2
-    assert "tree drafting is not implemented" in capsys.readouterr().err
+    assert main(args + ["--draft", "tree:8", "--check-ar"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matches_ar"] == [True] and report["stats"]["mean_verify_len"] == 8
+    assert main(args + ["--draft", "tree:99"]) == 2
+    assert "2..64 nodes" in capsys.readouterr().err
     assert main(args + ["--draft", "chain:8", "--verify-len", "4"]) == 2
     assert "disagree" in capsys.readouterr().err

@@ -32,9 +32,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--verify-len", type=int, default=None, metavar="K",
                    help="K, block slots the target verifies per step, 2..the drafter's block_size (default: all of them)")
     p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
-    p.add_argument("--draft", default=None, metavar="chain:K|auto",
-                   help="DFlash mode's draft budget: chain:K (= --verify-len K) or auto (K chosen per window; torch "
-                        "engine)")
+    p.add_argument("--draft", default=None, metavar="chain:K|tree:N|auto",
+                   help="DFlash mode's draft budget: chain:K (= --verify-len K), tree:N (a draft tree of N nodes) or "
+                        "auto (K chosen per window; torch engine)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples with the same per-prompt "
                                                                   "seeds in both modes")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")

@@ -38,7 +38,7 @@ class BenchConfig:
     max_new_tokens: int = 256
     batch_size: int = 1
     verify_len: int | None = None  # K, block slots the target verifies per step; None = the drafter's block_size
-    draft: str | None = None  # the DFlash mode's draft budget ("chain:K" / "auto"; torch engine), instead of verify_len
+    draft: str | None = None  # the DFlash mode's draft budget ("chain:K" / "tree:N" / "auto"; torch engine), instead of verify_len
     temperature: float = 0.0
     device: str | None = None  # None = cuda if available
     dtype: str = "auto"
@@ -304,14 +304,17 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
         raise ConfigError("bench compares DFlash with AR and needs a drafter: pass --drafter DIR")
     if engine.max_batch_size < config.batch_size:
         raise ConfigError(f"--batch-size {config.batch_size} exceeds the engine's max_batch_size {engine.max_batch_size}")
-    draft, verify_len = None, config.verify_len  # draft: "auto", or None (chain:K is the same as verify_len K)
+    draft, verify_len = None, config.verify_len  # draft: "auto" / "tree:N", or None (chain:K = verify_len K)
     if config.draft is not None:
         if getattr(engine, "draft_budget", None) is None or getattr(engine, "drafter", None) is None:
             raise ConfigError("--draft needs the torch engine with a drafter; give --verify-len K for this engine")
         from dflash_trt.engines.requests import resolve_draft
 
         kind, k_draft = resolve_draft(config.draft, config.verify_len, engine.drafter.block_size)
-        draft, verify_len = ("auto", None) if kind == "auto" else (None, k_draft)
+        if kind == "chain":
+            verify_len = k_draft
+        else:
+            draft, verify_len = ("auto" if kind == "auto" else f"tree:{k_draft}"), None
     k = max_k if verify_len is None else verify_len
     if not 2 <= k <= max_k:
         what = "the drafter's block_size" if getattr(engine, "drafter", None) is not None else "the engine's verify_len"
@@ -505,6 +508,15 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _draft_title(settings: dict) -> str:
+    draft = settings.get("draft")
+    if draft == "auto":
+        return f"draft=auto (K <= {_verify_len_setting(settings)})"
+    if draft and draft.startswith("tree:"):
+        return f"draft={draft}"
+    return f"K={_verify_len_setting(settings)}"
+
+
 def _verify_len_setting(settings: dict):
     """K from a report's settings (reports before version 2 called it block_size)."""
     return settings.get("verify_len", settings.get("block_size"))
@@ -572,7 +584,7 @@ def format_table(report: dict) -> str:
     s = report.get("settings", {})
     dev = report.get("device", {})
     title = (f"dflash-trt bench  device={dev.get('type')} ({dev.get('name')})  dtype={s.get('dtype')}  "
-             f"{'draft=auto (K <= ' + str(_verify_len_setting(s)) + ')' if s.get('draft') == 'auto' else 'K=' + str(_verify_len_setting(s))}"
+             f"{_draft_title(s)}"
              f"  T={s.get('temperature')}  batch={s.get('batch_size')}  "
              f"max_new_tokens={s.get('max_new_tokens')}  torch {report.get('torch_version')}")
     out = [title, line(header), sep]

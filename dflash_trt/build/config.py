@@ -88,8 +88,9 @@ class BuildConfig(_Strict):
                                                               "drafter's block_size; default all of them); TensorRT-LLM "
                                                               "max_draft_len = K-1. Formerly 'block_size' (deprecated)")
     draft: Optional[str] = Field(None, description="the torch engine's draft budget: 'chain:K' (the same as "
-                                                   "verify_len K) or 'auto' (K chosen per window from measured "
-                                                   "acceptance and step cost); default: verify_len")
+                                                   "verify_len K), 'tree:N' (a draft tree of N nodes) or 'auto' (K "
+                                                   "chosen per window from measured acceptance and step cost); "
+                                                   "default: verify_len")
     max_batch_size: int = Field(8, ge=1, description="requests decoded together")
     max_seq_len: int = Field(2048, ge=2, description="prompt + generated tokens per request")
     cuda_graph_batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4, 8],

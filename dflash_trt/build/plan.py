@@ -143,14 +143,17 @@ def make_plan(config: BuildConfig, *, force: bool = False,
         from dflash_trt.errors import RequestError
 
         try:
-            # auto runs K up to the drafter's block: a verify_len equal to it (the default) says the same
-            auto = config.draft.strip() == "auto" and config.verify_len == drafter.block_size
-            kind, k = resolve_draft(config.draft, None if auto else config.verify_len, drafter.block_size)
+            # auto and trees run K up to the drafter's block: a verify_len equal to it (the default) says the same
+            whole_block = (config.draft.strip().partition(":")[0] in ("auto", "tree")
+                           and config.verify_len == drafter.block_size)
+            kind, k_draft = resolve_draft(config.draft, None if whole_block else config.verify_len, drafter.block_size)
         except RequestError as err:
             raise ConfigError(f"field 'draft': {err}") from None
-        if kind == "auto" and config.backend == "trtllm":
-            raise ConfigError("field 'draft' is 'auto', which the torch engine runs; TensorRT-LLM verifies a fixed "
-                              "max_draft_len: use 'chain:K' or verify_len with backend trtllm")
+        if kind == "chain":
+            k = k_draft  # a tree's N counts nodes: verify_len stays the chain's K (the gate, TensorRT-LLM)
+        if kind in ("auto", "tree") and config.backend == "trtllm":
+            raise ConfigError(f"field 'draft' is {config.draft.strip()!r}, which the torch engine runs; TensorRT-LLM "
+                              "verifies a fixed max_draft_len chain: use 'chain:K' or verify_len with backend trtllm")
 
     dtype = config.dtype
     if dtype == "auto":

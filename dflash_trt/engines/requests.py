@@ -18,6 +18,7 @@ from dflash_trt.errors import DeprecatedOption, GenerationError, RequestError
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.stats import Stats
 from dflash_trt.spec.step import MAX_STOP_IDS
+from dflash_trt.spec.tree import MAX_TREE_NODES
 
 
 @dataclass
@@ -161,13 +162,14 @@ def resolve_verify_len(verify_len: int | None, drafter_block_size: int | None) -
 
 def resolve_draft(draft: str | None, verify_len: int | None, drafter_block_size: int | None) -> tuple[str, int]:
     """The draft budget: ("chain", K) for `draft="chain:K"` (or `verify_len=K`, the same thing; default K = B),
-    ("auto", B) for `draft="auto"` (K chosen per window, up to B: spec/budget.py). Without a drafter: ("chain", 1)."""
+    ("tree", N) for `draft="tree:N"` (a draft tree of N nodes, 2..MAX_TREE_NODES: spec/tree.py), ("auto", B) for
+    `draft="auto"` (K chosen per window, up to B: spec/budget.py). Without a drafter: ("chain", 1)."""
     if drafter_block_size is None:
         return "chain", 1
     if draft is None:
         return "chain", resolve_verify_len(verify_len, drafter_block_size)
     if not isinstance(draft, str):
-        raise RequestError(f"draft must be 'chain:K' or 'auto', got {draft!r}")
+        raise RequestError(f"draft must be 'chain:K', 'tree:N' or 'auto', got {draft!r}")
     kind, _, arg = draft.strip().partition(":")
     if kind == "auto" and not arg:
         if verify_len is not None:
@@ -179,10 +181,16 @@ def resolve_draft(draft: str | None, verify_len: int | None, drafter_block_size:
         if verify_len is not None and verify_len != k:
             raise RequestError(f"draft {draft!r} and verify_len {verify_len!r} disagree: give one of them")
         return "chain", resolve_verify_len(k, drafter_block_size)
-    if kind == "tree":
-        raise RequestError(f"draft {draft!r}: tree drafting is not implemented yet; use 'chain:K' (K in "
-                           f"2..{drafter_block_size}) or 'auto'")
-    raise RequestError(f"draft must be 'chain:K' (K in 2..{drafter_block_size}) or 'auto', got {draft!r}")
+    if kind == "tree" and arg.strip().isdigit():
+        n = int(arg)
+        if verify_len is not None:
+            raise RequestError(f"draft {draft!r} verifies a tree of {n} nodes: give draft or verify_len, not both "
+                               f"(verify_len {verify_len!r})")
+        if not 2 <= n <= MAX_TREE_NODES:
+            raise RequestError(f"draft {draft!r}: a tree needs 2..{MAX_TREE_NODES} nodes (the root included), got {n}")
+        return "tree", n
+    raise RequestError(f"draft must be 'chain:K' (K in 2..{drafter_block_size}), 'tree:N' (N in 2..{MAX_TREE_NODES}) "
+                       f"or 'auto', got {draft!r}")
 
 
 def verify_len_from(verify_len: int | None, block_size: int | None, where: str = "verify_len") -> int | None:

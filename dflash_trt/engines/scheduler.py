@@ -72,7 +72,7 @@ class BatchScheduler:
         self.spec = use_drafter and engine.drafter is not None
         kind, k = resolve_draft(draft, verify_len, engine.drafter.block_size if self.spec else None)
         self.budget = engine.draft_budget(kind, k) if self.spec else FixedChain(1)  # plain AR: K = 1, no drafter
-        self.k = k  # the largest K a step verifies (chain: every step's)
+        self.k = k  # the largest K a step verifies (chain: every step's; tree: its nodes)
         steps = engine.steps_per_sync if steps_per_sync is None else steps_per_sync
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= self.runner.max_window:
             raise ConfigError(f"steps_per_sync must be an integer in 1..{self.runner.max_window} (the engine's), got "
@@ -254,7 +254,7 @@ class BatchScheduler:
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
         k = self.budget.choose([live.request_id for live in batch])
-        out = self.runner.window(slots, k, self.spec, self.steps_per_sync, free=self._free)
+        out = self.runner.window(slots, k, self.spec, self.steps_per_sync, free=self._free, tree=self.budget.tree)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
         self.budget.observe_time(len(slots), k, elapsed / self.steps_per_sync)

@@ -32,7 +32,7 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
-from dflash_trt.spec.budget import AcceptanceCounts, AutoBudget, CostTable, FixedChain
+from dflash_trt.spec.budget import AcceptanceCounts, AutoBudget, CostTable, FixedChain, FixedTree
 from dflash_trt.spec.budget import candidates as budget_candidates
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep
@@ -195,11 +195,16 @@ class TorchEngine:
                               draft=draft)
 
     def draft_budget(self, kind: str, k: int) -> FixedChain | AutoBudget:
-        """A new scheduler's draft budget: a fixed chain of K, or "auto" over a cost table of this engine's steps
-        (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; each scheduler refines its
-        own copy online)."""
+        """A new scheduler's draft budget: a fixed chain of K, a fixed tree of N nodes, or "auto" over a cost table of
+        this engine's steps (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; each
+        scheduler refines its own copy online)."""
         if kind == "chain":
             return FixedChain(k)
+        if kind == "tree":
+            if not self.step_runner.max_tree_nodes:
+                raise RequestError(f"draft 'tree:{k}': this target ({self.target.cfg.family}, run by transformers) "
+                                   "cannot verify draft trees yet; use 'chain:K' or 'auto'")
+            return FixedTree(k)
         if self.draft_costs is None:
             self.draft_costs = self.step_runner.measure_costs(budget_candidates(k))
         if self.draft_curve is None:

@@ -4,6 +4,8 @@
     drafts_to_verify(last, draft_logits, starts)             -> (verify ids [N, K], drafts [N, K-1], positions [N, K])
     sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining) -> AcceptResult
     commit_step(accepted, slots, starts, target_lengths, ...)  in place
+    tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining, width) -> (path, AcceptResult)
+    compact_kv(k, v, slots, starts, path)                    in place
 
 `reference_ops()`: the torch references (kernels/block_draft.py, sample_accept.py, bookkeeping.py) — CPU, and CUDA
 without the plugin library. `plugin_ops()`: the CUDA kernels (kernels/cuda.py) on the current stream. `library_ops(lib)`:
@@ -19,6 +21,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from dflash_trt.kernels import block_draft, bookkeeping, sample_accept
+from dflash_trt.kernels import tree_accept as tree_ops
 
 
 class StepOps(NamedTuple):
@@ -27,6 +30,8 @@ class StepOps(NamedTuple):
     drafts_to_verify: Callable
     sample_accept: Callable
     commit_step: Callable
+    tree_accept: Callable = tree_ops.tree_accept  # draft trees (spec/tree.py); the torch references everywhere so far
+    compact_kv: Callable = tree_ops.compact_kv
 
 
 def reference_ops() -> StepOps:

@@ -38,6 +38,8 @@ class _Backbone(nn.Module):
 
 
 class TargetModel(nn.Module):
+    tree_verify = True  # forward(tree=...) verifies draft trees (HfTarget does not)
+
     def __init__(self, cfg: ckpt.TargetConfig):
         super().__init__()
         self.cfg = cfg
@@ -104,7 +106,7 @@ class TargetModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor, *,
                 logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
-                host_slots: list[int] | None = None):
+                host_slots: list[int] | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None):
         """Run T new tokens per sequence.
 
         input_ids [N, T]: sequence n's tokens go to positions cache.lengths[slots[n]] + 0..T-1 (right padding is fine:
@@ -112,6 +114,9 @@ class TargetModel(nn.Module):
         logits_at [N, K]: which of the T positions need logits (default: all) — prefill only needs the last one.
         max_length: the host-side max of lengths + T if the caller knows it (saves a device sync). host_slots: `slots`
         as a host list, if the caller has it (consecutive slots are then read from the cache without a copy).
+        tree (depth [N, T], ancestors [N, T, T] bool): the T tokens are the nodes of a draft tree (spec/tree.py): token
+        i is still written at position start + i, but its RoPE position is start + depth[i] and it attends to the cache
+        before start and to the nodes j with ancestors[:, i, j] (the tree attention mask) instead of to 0..i.
         Returns (logits [N, K, V], features [N, T, len(tap_layer_ids) * hidden] or None). Lengths are not advanced.
         """
         n, t = input_ids.shape
@@ -119,9 +124,17 @@ class TargetModel(nn.Module):
         positions = start[:, None] + torch.arange(t, device=input_ids.device)
         upto = max_length if max_length is not None else int(positions[:, -1].max()) + 1
         key_positions = torch.arange(upto, device=input_ids.device)
-        visible = key_positions[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
+        if tree is None:
+            visible = key_positions[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
+            rope_positions = positions
+        else:
+            depth, ancestors = tree
+            node = key_positions[None, :] - start[:, None]  # [N, upto]: the key's node index, < 0 in the cache
+            in_tree = ancestors.gather(2, node.clamp(0, t - 1)[:, None, :].expand(n, t, upto))
+            visible = (node < 0)[:, None, :] | ((node < t)[:, None, :] & in_tree)
+            rope_positions = start[:, None] + depth
         h = self.embed(input_ids)
-        cos, sin = self.rotary(positions, h.dtype)
+        cos, sin = self.rotary(rope_positions, h.dtype)
         where, rows = cache.where(slots, positions), slot_view(slots, host_slots)
         taps: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):

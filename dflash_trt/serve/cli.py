@@ -40,9 +40,9 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--verify-len", type=int, default=None,
                    help="K, block slots the target verifies per step (default: the manifest's, else the drafter's block)")
     p.add_argument("--block-size", type=int, default=None, help=argparse.SUPPRESS)  # deprecated alias of --verify-len
-    p.add_argument("--draft", default=None, metavar="chain:K|auto",
-                   help="draft budget: chain:K (= --verify-len K) or auto (K chosen per window from measured acceptance "
-                        "and step cost)")
+    p.add_argument("--draft", default=None, metavar="chain:K|tree:N|auto",
+                   help="draft budget: chain:K (= --verify-len K), tree:N (a draft tree of N nodes) or auto (K chosen "
+                        "per window from measured acceptance and step cost)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto, or the manifest's)")
     p.add_argument("--dtype", default=None, help="auto, float32, bfloat16 or float16 (default auto, or the manifest's)")
     p.add_argument("--no-draft", action="store_true", help="serve plain autoregressive decoding (same engine)")

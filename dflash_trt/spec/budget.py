@@ -135,6 +135,8 @@ class AcceptanceCounts:
 class FixedChain:
     """Always K verified slots."""
 
+    tree = False  # budgets whose k counts the nodes of a draft tree say so
+
     def __init__(self, k: int):
         self.k = k
 
@@ -154,9 +156,20 @@ class FixedChain:
         return f"chain:{self.k}"
 
 
+class FixedTree(FixedChain):
+    """Always a draft tree of N nodes (`--draft tree:N`, spec/tree.py)."""
+
+    tree = True
+
+    def describe(self) -> str:
+        return f"tree:{self.k}"
+
+
 @dataclass
 class AutoBudget:
     """Chooses K per window (see the module docstring)."""
+
+    tree = False
 
     block_size: int
     cost: CostTable

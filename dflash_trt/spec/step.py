@@ -32,6 +32,7 @@ import torch
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.spec.budget import powers_of_two_to
 from dflash_trt.spec.sampling import seed_keys
+from dflash_trt.spec.tree import MAX_TREE_NODES, DraftTree, build_tree, max_depth
 
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
 MIN_LENGTH_BUCKET = 64
@@ -83,8 +84,11 @@ class SpecStep:
         n = max_batch_size
         self.max_batch_size, self.max_seq_len, self.max_window = n, max_seq_len, max_window
         self.block_size = drafter.block_size if drafter is not None else 1  # the largest K
-        # Headroom past max_seq_len: a verify block and prefill padding write a few entries past the kept length.
-        capacity = max_seq_len + self.block_size
+        # Trees verify their nodes at consecutive cache positions before compacting the accepted path: native targets
+        # only (models.target.TargetModel.tree_verify), up to MAX_TREE_NODES nodes.
+        self.max_tree_nodes = MAX_TREE_NODES if drafter is not None and getattr(target, "tree_verify", False) else 0
+        # Headroom past max_seq_len: a verify block (or tree) and prefill padding write entries past the kept length.
+        capacity = max_seq_len + max(self.block_size, self.max_tree_nodes)
         self.target_cache = target.new_cache(n, capacity)
         self.drafter_cache = drafter.new_cache(n, capacity) if drafter is not None else None
         if drafter is not None:
@@ -169,12 +173,16 @@ class SpecStep:
     # ---- the window --------------------------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def window(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = ()) -> WindowResult:
-        """`steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR) for the given slots,
-        which must be live (prefilled, not finished). With CUDA graphs the batch is padded with `free` slots (marked
-        done, emptied: they emit nothing). One host read at the end."""
+    def window(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = (),
+               tree: bool = False) -> WindowResult:
+        """`steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR; tree: a draft tree of k
+        nodes each) for the given slots, which must be live (prefilled, not finished). With CUDA graphs the batch is
+        padded with `free` slots (marked done, emptied: they emit nothing). One host read at the end."""
         if not 1 <= steps <= self.max_window:
             raise ValueError(f"steps must be in 1..{self.max_window}, got {steps}")
+        if tree and not (spec and 2 <= k <= self.max_tree_nodes):
+            raise ValueError(f"a draft tree needs the drafter and 2..{self.max_tree_nodes} nodes (0: this target "
+                             f"cannot verify trees), got {k}")
         dev, n = self.device, len(slots)
         upto = max(self.host_lengths[s] for s in slots) + steps * k  # bounds every slot's length during the window
         if self.cuda_graphs:
@@ -192,7 +200,7 @@ class SpecStep:
                     self.drafter_cache.lengths[p] = 0
                     self.context_counts[p] = 0
             upto = length_bucket(upto, self.target_cache.capacity)
-            key = (k, spec, True, bucket, upto)
+            key = (k, spec, tree, bucket, upto)
         else:
             rows = torch.tensor(slots, device=dev)
             key = None
@@ -209,7 +217,7 @@ class SpecStep:
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
         self.step_index.zero_()
         for _ in range(steps):
-            self._run(rows, k, spec, upto, frozen, key)
+            self._run(rows, k, spec, upto, frozen, key, tree)
         # The one host read: per slot produced, done, cache length, τ of each step, and the new output tokens.
         width = steps * k
         cols = (start_produced[:, None] + torch.arange(width, device=dev)).clamp_max(self.out.shape[1] - 1)
@@ -226,37 +234,50 @@ class SpecStep:
             result.done.append(done)
         return result
 
-    def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key) -> None:
+    def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key, tree: bool) -> None:
         if key is None:
-            self._step(rows, k, spec, upto, frozen)
+            self._step(rows, k, spec, upto, frozen, tree)
             return
         graph = self.graphs.get(key)
         if graph is None:  # the first step of this shape runs eagerly (warms up cuBLAS, the plugins), then is captured
-            self._step(rows, k, spec, upto, frozen)
+            self._step(rows, k, spec, upto, frozen, tree)
             torch.cuda.synchronize(self.device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self._pool):
-                self._step(rows, k, spec, upto, frozen)
+                self._step(rows, k, spec, upto, frozen, tree)
             self._pool = graph.pool()
             self.graphs[key] = graph
             return  # capture recorded the step without running it; the eager run above was this step
         graph.replay()
         self.graph_replays += 1
 
-    def draft(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, k: int,
-              upto: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The drafter's part of a step: block [last, MASK x (B-1)] -> drafter (taking in the rows' new context) ->
-        argmax drafts for slots 1..k-1. Returns (verify ids [n, k] = [last, drafts], drafts [n, k-1])."""
-        drafter, ops = self.drafter, self.ops
-        block_ids, block_pos = ops.prepare_block(last, starts, drafter.mask_token_id, drafter.block_size)
+    def draft_logits(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor,
+                     k: int, upto: int) -> torch.Tensor:
+        """The drafter's forward in a step: block [last, MASK x (B-1)] -> drafter (taking in the rows' new context) ->
+        the target's LM head on slots 1..k-1: logits [n, k-1, V]."""
+        drafter = self.drafter
+        block_ids, block_pos = self.ops.prepare_block(last, starts, drafter.mask_token_id, drafter.block_size)
         hidden = drafter(self.target.embed(block_ids), block_pos, self.context[rows, : self._context_width], counts,
                          self.drafter_cache, rows, upto, host_slots=self._host_rows)
-        verify_ids, drafts, _ = ops.drafts_to_verify(last, self.target.logits(hidden[:, 1:k]), starts)
+        return self.target.logits(hidden[:, 1:k])
+
+    def draft(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, k: int,
+              upto: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chain: argmax drafts for slots 1..k-1. Returns (verify ids [n, k] = [last, drafts], drafts [n, k-1])."""
+        logits = self.draft_logits(rows, last, starts, counts, k, upto)
+        verify_ids, drafts, _ = self.ops.drafts_to_verify(last, logits, starts)
         return verify_ids, drafts
 
-    def _step(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool) -> None:
+    def draft_tree(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor,
+                   nodes: int, upto: int) -> DraftTree:
+        """A draft tree of `nodes` nodes from the same drafter forward (spec/tree.py), as deep as the block allows."""
+        depth = max_depth(nodes, self.drafter.block_size)
+        return build_tree(self.draft_logits(rows, last, starts, counts, depth + 1, upto), last, nodes)
+
+    def _step(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, tree: bool = False) -> None:
         """One step for `rows`, device-only (no host reads: capturable). frozen: some rows may already be done (a
-        window of several steps, or padding); their emission is dropped and their caches do not advance."""
+        window of several steps, or padding); their emission is dropped and their caches do not advance. tree: verify
+        a draft tree of k nodes; the accepted path then stands where a chain's accepted prefix would."""
         tc, ops, dev = self.target_cache, self.ops, rows.device
         n = rows.shape[0]
         starts = tc.lengths[rows]
@@ -265,15 +286,19 @@ class SpecStep:
             dc = self.drafter_cache
             counts = self.context_counts[rows]
             drafter_starts = dc.lengths[rows] if frozen else None
-            if k > 1:
+            if tree:
+                nodes = self.draft_tree(rows, last, starts, counts, k, upto)
+                verify_ids, drafts = nodes.tokens, torch.full((n, k - 1), -1, dtype=torch.long, device=dev)
+            elif k > 1:
                 verify_ids, drafts = self.draft(rows, last, starts, counts, k, upto)
             else:  # K = 1: an AR step; the drafter only takes in the pending context, so drafting can resume later
                 self.drafter.ingest(self.context[rows, : self._context_width], counts, dc, rows)
                 verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
         else:
             verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
-        logits, features = self.target(verify_ids, tc, rows, tap=spec, max_length=upto, host_slots=self._host_rows)
-        positions = starts[:, None] + 1 + torch.arange(k, device=dev)
+        logits, features = self.target(verify_ids, tc, rows, tap=spec, max_length=upto, host_slots=self._host_rows,
+                                       tree=(nodes.depth, nodes.ancestors) if tree else None)
+        positions = starts[:, None] + 1 + (nodes.depth if tree else torch.arange(k, device=dev))
         produced = self.produced[rows]
         remaining = self.budget[rows] - produced
         if frozen:
@@ -281,6 +306,12 @@ class SpecStep:
             remaining = remaining.clamp_min(1)  # done rows: any budget, their emission is dropped
         res = ops.sample_accept(logits, drafts, self.temperature[rows], self.top_k[rows], self.top_p[rows],
                                 self.keys[rows], positions, self.stop_ids[rows], remaining)
+        if tree:  # the target's token at every node -> the accepted root path, its K/V moved into place
+            path, res = ops.tree_accept(nodes.tokens, nodes.parents, nodes.depth, res.target_tokens,
+                                        self.stop_ids[rows], remaining, max_depth(k, self.drafter.block_size) + 1)
+            ops.compact_kv(tc.k, tc.v, rows, starts, path)
+            features = features.gather(1, path[..., None].expand(-1, -1, features.shape[-1]))
+            k = path.shape[1]
         emitted = torch.where(was_done, 0, res.num_emitted) if frozen else res.num_emitted
         # The emitted tokens go to the slot's output row; the others to the dump columns at its end.
         j = torch.arange(k, device=dev)
