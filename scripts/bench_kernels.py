@@ -4,7 +4,8 @@
 For every size: the kernel's GPU time (CUDA-graph replays, so launch overhead is not counted), its eager per-call time
 (what a Python caller pays, ctypes included), the torch reference's per-call time (the op sequence the engine runs
 today, host syncs included), and for sample-and-accept the logits-read floor N*K*V*bytes / HBM bandwidth, with the
-HBM bandwidth measured on this GPU by a device-to-device copy. Prints a table; --json writes the rows.
+HBM bandwidth measured on this GPU by a device-to-device copy; then the draft-tree ops (tree acceptance, K/V
+compaction of the accepted path). Prints a table; --json writes the rows.
 
     python scripts/bench_kernels.py [--quick] [--json results.json] [--dtype bfloat16]
 """
@@ -26,7 +27,9 @@ from dflash_trt.kernels import block_draft as block_ref  # noqa: E402
 from dflash_trt.kernels import bookkeeping as book_ref  # noqa: E402
 from dflash_trt.kernels import cuda as K  # noqa: E402
 from dflash_trt.kernels import sample_accept as sa_ref  # noqa: E402
+from dflash_trt.kernels import tree_accept as tree_ref  # noqa: E402
 from dflash_trt.spec.sampling import seed_keys  # noqa: E402
+from dflash_trt.spec.tree import build_tree, max_depth  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -195,6 +198,37 @@ def main(argv=None) -> int:
         rows.append(dict(op="commit_step", n=n, k=k, feat=feat, dtype=args.dtype, kernel_s=kern, eager_s=eager,
                          torch_s=ref))
         print(f"{n:4d} {k:3d} {feat:6d} {fmt_us(kern):>10} {fmt_us(eager):>9} {fmt_us(ref):>10} {ref / t:7.1f}x")
+
+    print("\ntree_accept (64-node trees of a 16-slot block: W = 16) and compact_kv (Qwen3-8B cache: 36 layers x 8 KV "
+          f"heads x 128, {args.dtype}) vs the torch references")
+    print(f"{'N':>4} {'op':>12} {'kernel us':>10} {'eager us':>9} {'torch us':>10} {'speedup':>8}")
+    nodes, block, capacity = 64, 16, 512 + 64
+    width = max_depth(nodes, block) + 1
+    for n in (1, 64) if args.quick else (1, 8, 64, 256):
+        root = torch.randint(0, 1000, (n,), device="cuda")
+        tree = build_tree(torch.randn(n, width - 1, 1000, device="cuda") * 3, root, nodes)
+        target = torch.randint(0, 1000, (n, nodes), device="cuda")
+        target.scatter_(1, tree.parents[:, 1:].flip(1), tree.tokens[:, 1:].flip(1))  # some child of every node matches
+        stop_ids = torch.full((n, 2), -1, device="cuda")
+        remaining = torch.full((n,), 1000, device="cuda")
+        tree_args = (tree.tokens, tree.parents, tree.depth, target, stop_ids, remaining, width)
+        path, res = tree_ref.tree_accept(*tree_args)
+        k = torch.randn(36, n, capacity, 8, 128, device="cuda", dtype=dtype)
+        v = torch.randn_like(k)
+        slots = torch.randperm(n, device="cuda")
+        starts = torch.randint(0, capacity - nodes, (n,), device="cuda")
+        for op, fn, ref_fn in (
+            ("tree_accept", lambda: K.tree_accept(*tree_args), lambda: tree_ref.tree_accept(*tree_args)),
+            ("compact_kv", lambda: K.compact_kv(k, v, slots, starts, path),
+             lambda: tree_ref.compact_kv(k, v, slots, starts, path)),
+        ):
+            kern, eager, ref = graph_time(fn), eager_time(fn), eager_time(ref_fn)
+            t = kern if kern is not None else eager
+            rows.append(dict(op=op, n=n, nodes=nodes, width=width, dtype=args.dtype, kernel_s=kern, eager_s=eager,
+                             torch_s=ref, mean_accepted=float(res.accepted.float().mean())))
+            print(f"{n:4d} {op:>12} {fmt_us(kern):>10} {fmt_us(eager):>9} {fmt_us(ref):>10} {ref / t:7.1f}x")
+        del k, v
+        torch.cuda.empty_cache()
 
     if args.json:
         meta = dict(gpu=name, hbm_copy_GBps=bw / 1e9, torch=torch.__version__, cuda=torch.version.cuda,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-shot GPU check: build libdflash_plugins.so, run every test marked `gpu` (kernels, the CUDA-graph decode loop, the
-# FP8 GEMM drafter path), run the kernel, step-overhead and FP8-drafter benchmarks; everything goes to
+# One-shot GPU check: build libdflash_plugins.so, run every test marked `gpu` (the kernels, draft-tree acceptance and
+# K/V compaction included; the CUDA-graph decode loop; the FP8 GEMM drafter path), run the kernel (draft-tree ops
+# included), step-overhead and FP8-drafter benchmarks; everything goes to
 # bench/results/<date>/ (build.log, env.txt, gpu_tests.log + .xml, bench_kernels.txt + .json, bench_step.txt,
 # bench_quant_drafter.txt). Exit status: non-zero if the build, a GPU test or a benchmark failed (the benchmarks still
 # run after failed tests).
@@ -36,7 +37,7 @@ echo "== GPU tests"
 "$PY" -m pytest -q -m gpu -rs --junitxml="$OUT/gpu_tests.xml" tests 2>&1 | tee "$OUT/gpu_tests.log"
 TESTS=${PIPESTATUS[0]}
 
-echo "== kernel benchmark"
+echo "== kernel benchmark (sample_accept, drafts_to_verify, prepare_block, commit_step, tree_accept, compact_kv)"
 "$PY" scripts/bench_kernels.py ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"} --json "$OUT/bench_kernels.json" 2>&1 \
   | tee "$OUT/bench_kernels.txt"
 BENCH=${PIPESTATUS[0]}

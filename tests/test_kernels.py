@@ -34,7 +34,9 @@ from dflash_trt.kernels import block_draft as block_ref
 from dflash_trt.kernels import bookkeeping as book_ref
 from dflash_trt.kernels import cuda as K
 from dflash_trt.kernels import sample_accept as sa_ref
+from dflash_trt.kernels import tree_accept as tree_ref
 from dflash_trt.spec.sampling import filtered_scores, seed_keys
+from dflash_trt.spec.tree import build_tree, max_depth
 
 from conftest import emu_compile, set_emu_schedule  # noqa: E402 (tests/ is on sys.path: pytest's rootdir conftest)
 
@@ -102,7 +104,7 @@ def test_library_has_cubins_for_all_three_archs(plugin_lib):
 
 def test_library_exports_exactly_the_c_abi(plugin_lib):
     expected = _abi_functions()
-    assert len(expected) == 10 and "dflash_last_error" in expected
+    assert len(expected) == 12 and "dflash_last_error" in expected and "dflash_compact_kv" in expected
     if shutil.which("nm"):
         out = subprocess.run(["nm", "-D", "--defined-only", str(plugin_lib)], capture_output=True, text=True,
                              check=True).stdout
@@ -115,7 +117,7 @@ def test_library_exports_exactly_the_c_abi(plugin_lib):
 
 def test_loads_without_a_gpu_and_reports_itself(use_lib):
     lib = K.load_library()
-    assert lib.dflash_abi_version() == K.ABI_VERSION == 1
+    assert lib.dflash_abi_version() == K.ABI_VERSION == 2
     assert K.compiled_archs(lib) == ARCHS
     info = K.info()
     assert info.compiled == info.embedded == ARCHS
@@ -141,7 +143,17 @@ def test_entry_points_validate_arguments_on_the_host(use_lib):
     assert "vocab=0" in lib.dflash_last_error().decode()
     assert lib.dflash_commit_step(2, 4, 1, 1, 1, 8, 1, None, 0, 4, None, 0, 1, None, None, None, None) == 1
     assert "without context" in lib.dflash_last_error().decode()
+    assert lib.dflash_tree_accept(2, 0, 1, 1, 1, 1, None, 0, 1, 4, 1, 1, 1, 1, 1, None) == 1
+    assert "num_nodes=0" in lib.dflash_last_error().decode()
+    assert lib.dflash_tree_accept(2, 16, 1, 1, 1, 1, None, 0, 1, 2000, 1, 1, 1, 1, 1, None) == 1
+    assert "width=2000" in lib.dflash_last_error().decode()
+    assert lib.dflash_compact_kv(1, 1, 3, 2, 4, 64, 8, 128, 2, 1, 1, 1, 16, None) == 1
+    assert "3-byte elements" in lib.dflash_last_error().decode()
+    assert lib.dflash_compact_kv(None, 1, 2, 2, 4, 64, 8, 128, 2, 1, 1, 1, 16, None) == 1
+    assert "NULL" in lib.dflash_last_error().decode()
     assert lib.dflash_prepare_block(None, None, 0, 0, 4, None, None, None) == 0  # n == 0: nothing to do, no CUDA call
+    assert lib.dflash_tree_accept(0, 16, *[None] * 5, 0, None, 4, *[None] * 6) == 0
+    assert lib.dflash_compact_kv(None, None, 2, 2, 4, 64, 8, 128, 0, None, None, None, 16, None) == 0
 
 
 def test_missing_library_says_how_to_build_it(monkeypatch, tmp_path):
@@ -248,6 +260,19 @@ def test_cpu_ops_equal_references_block_ops():
     assert torch.equal(pos, block_ref.prepare_block(last, starts, 0, 8)[1])  # the verify input sits where the block does
 
 
+def test_cpu_ops_equal_references_tree_ops():
+    *args, width = _tree_case(16, 16, seed=3)
+    path, res = K.tree_accept(*args, width)
+    want_path, want = tree_ref.tree_accept(*args, width)
+    assert torch.equal(path, want_path)
+    _assert_accept_equal(res, want)
+    kv = _kv_case(2, 6, 40, 2, 4, torch.float32, 3, width, 16, seed=3)
+    got, ref = tuple(t.clone() for t in kv), tuple(t.clone() for t in kv)
+    K.compact_kv(*got)
+    tree_ref.compact_kv(*ref)
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1]) and not torch.equal(got[0], kv[0])
+
+
 def test_ops_pass_opcheck_on_cpu():
     args = _accept_inputs(3, 4, 64, temperature=1.0, top_k=5)
     torch.library.opcheck(torch.ops.dflash.sample_accept.default, args)
@@ -256,6 +281,9 @@ def test_ops_pass_opcheck_on_cpu():
                           (torch.tensor([1, 2]), torch.randn(2, 3, 50), torch.tensor([3, 4])))
     state = _commit_inputs(3, 4, 6, 8, torch.float32, "cpu", seed=1)
     torch.library.opcheck(torch.ops.dflash.commit_step.default, state)
+    *args, width = _tree_case(9, 4, seed=1)
+    torch.library.opcheck(torch.ops.dflash.tree_accept.default, (*args, width))
+    torch.library.opcheck(torch.ops.dflash.compact_kv.default, _kv_case(2, 5, 30, 2, 4, torch.float32, 3, 4, 9, seed=1))
 
 
 # ---- CPU: bookkeeping reference semantics ----------------------------------------------------------------------------
@@ -276,6 +304,74 @@ def _commit_inputs(n, k, feat, max_slots, dtype, device, seed=0):
     t = (accepted, slots, starts, target_lengths, features, context, context_counts, drafter_lengths, target_tokens,
          last_tokens)
     return tuple(x.to(device) for x in t)
+
+
+# ---- draft trees: inputs ---------------------------------------------------------------------------------------------
+
+def _tree_case(num_nodes, block_size, seed, vocab=40, device="cpu"):
+    """2 * W rows of best-first trees (spec.tree.build_tree over random drafter logits, every other row peaked so that
+    its greedy chain reaches the full depth D = W - 1) with target tokens that accept a chosen root path: row r's path
+    ends at a node of depth (r // 2) % W where the tree has one (so every accepted length 0..D occurs, zero and full
+    acceptance included), the target's token there matching none of that node's children. Stop ids: a token of the
+    path for a third of the rows, absent for another third; budgets 1..W+2. Returns (node_tokens, parents, depth,
+    target_tokens, stop_ids, remaining, width)."""
+    depth_max = max_depth(num_nodes, block_size)
+    width = depth_max + 1
+    n = 2 * width
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, depth_max, vocab, generator=g)
+    peak = torch.randint(0, vocab, (n // 2, depth_max, 1), generator=g)
+    logits[0::2].scatter_add_(2, peak, torch.full(peak.shape, 12.0))
+    tree = build_tree(logits, torch.randint(0, vocab, (n,), generator=g), num_nodes)
+    target = torch.randint(0, vocab, (n, num_nodes), generator=g)
+    stop_ids = torch.full((n, 3), -1, dtype=torch.long)
+    for r in range(n):
+        parents, depth, tokens = tree.parents[r].tolist(), tree.depth[r].tolist(), tree.tokens[r].tolist()
+        at = [i for i in range(num_nodes) if depth[i] == (r // 2) % width]
+        at = at or [max(range(num_nodes), key=depth.__getitem__)]
+        end = at[int(torch.randint(0, len(at), (1,), generator=g))]
+        path = [end]
+        while parents[path[-1]] >= 0:
+            path.append(parents[path[-1]])
+        path.reverse()
+        for parent, child in zip(path, path[1:]):
+            target[r, parent] = tokens[child]
+        children = {tokens[i] for i in range(num_nodes) if parents[i] == end}
+        target[r, end] = next(t for t in torch.randperm(vocab + 1, generator=g).tolist() if t not in children)
+        if r % 3 == 0:
+            stop_ids[r, 1] = target[r, path[int(torch.randint(0, len(path), (1,), generator=g))]]
+        elif r % 3 == 1:
+            stop_ids[r, 0] = vocab + 5
+    remaining = torch.randint(1, width + 3, (n,), generator=g)
+    args = (tree.tokens, tree.parents, tree.depth, target, stop_ids, remaining)
+    return tuple(a.to(device) for a in args) + (width,)
+
+
+def _random_paths(n, width, num_nodes, g):
+    """Accepted paths as tree_accept returns them: node 0, then a strictly increasing node index per depth (parents
+    precede children, so a node's index is >= its depth), padded with the last node; row r accepts min(r % W, N - 1)
+    drafts, and row 1 is the shift [0, 2, 3, .., W] when N > W (every depth reads the position the next one writes)."""
+    paths = torch.zeros(n, width, dtype=torch.long)
+    for r in range(n):
+        a = min(r % width, num_nodes - 1)
+        nodes = (torch.randperm(num_nodes - 1, generator=g)[:a].sort().values + 1).tolist()
+        if r == 1 and num_nodes > width:
+            nodes = list(range(2, width + 1))
+        row = [0] + nodes
+        paths[r] = torch.tensor(row + row[-1:] * (width - len(row)))
+    return paths
+
+
+def _kv_case(layers, max_slots, capacity, kv_heads, head_dim, dtype, n, width, num_nodes, seed, device="cpu"):
+    """(k, v, slots, starts, path): a random cache [layers, max_slots, capacity, kv_heads, head_dim], n scattered
+    distinct slots, starts that leave room for N nodes, paths from _random_paths."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (layers, max_slots, capacity, kv_heads, head_dim)
+    k, v = torch.randn(shape, generator=g).to(dtype), torch.randn(shape, generator=g).to(dtype)
+    slots = torch.randperm(max_slots, generator=g)[:n]
+    starts = torch.randint(0, capacity - max(width, num_nodes) + 1, (n,), generator=g)
+    path = _random_paths(n, width, num_nodes, g)
+    return tuple(t.to(device) for t in (k, v, slots, starts, path))
 
 
 def test_commit_step_reference_semantics():
@@ -548,6 +644,95 @@ def test_emulated_commit_step_equals_reference(emu_lib, dtype, feat):
     assert torch.equal(tl, want)
 
 
+TREE_SIZES = ((2, 16), (3, 16), (9, 4), (16, 16), (33, 16), (64, 16), (64, 64))  # (nodes N, drafter block B)
+
+
+@pytest.mark.parametrize("num_nodes,block_size", TREE_SIZES)
+def test_emulated_tree_accept_equals_reference(emu_lib, num_nodes, block_size):
+    *args, width = _tree_case(num_nodes, block_size, seed=num_nodes + block_size)
+    want_path, want = tree_ref.tree_accept(*args, width)
+    got = _in_all_orders(emu_lib, lambda: K._tree_accept_lib(emu_lib, None, *args, width))
+    assert got[0].dtype == want_path.dtype and torch.equal(got[0], want_path)
+    _assert_accept_equal(got[1:], want)
+    # what the case covers: every accepted length 0..D (none and the full depth included), stops and budgets
+    assert sorted(set(want.accepted.tolist())) == list(range(width))
+    if width >= 8:
+        stopped = torch.tensor([bool((want.target_tokens[r, :int(e)] == args[4][r, :, None]).any())
+                                for r, e in enumerate(want.num_emitted)])
+        budget = want.num_emitted == args[5]
+        assert bool((stopped & (want.num_emitted < want.accepted + 1)).any())  # a stop inside the accepted path
+        assert bool((budget & ~stopped & (want.num_emitted < want.accepted + 1)).any())  # the budget cuts the path
+        assert bool((~want.finished).any())
+    empty = K._tree_accept_lib(emu_lib, None, *(a[:0] for a in args), width)
+    assert empty[0].shape == (0, width) and empty[4].shape == (0,)
+
+
+KV_CASES = {  # name: (layers, max_slots, capacity, kv_heads, head_dim, dtype, n, width W, nodes N)
+    "float32": (2, 7, 96, 2, 8, torch.float32, 5, 16, 64),  # 64-byte vectors: 16-byte copies
+    "bfloat16": (3, 6, 90, 2, 16, torch.bfloat16, 4, 16, 40),
+    "float16-odd": (2, 5, 40, 1, 3, torch.float16, 3, 8, 20),  # 6-byte vectors: 2-byte copies
+    "bfloat16-chunks": (1, 4, 140, 4, 130, torch.bfloat16, 3, 64, 64),  # W = 64: 1040 bytes in 512 + 512 + 16
+    "float32-partial": (1, 3, 100, 4, 64, torch.float32, 3, 40, 50),  # W = 40: 1024 bytes in 816 + 208
+}
+
+
+def _emu_compact(lib, k, v, slots, starts, path):
+    k, v = k.clone(), v.clone()  # in place: each run gets fresh copies
+    K._compact_kv_lib(lib, None, k, v, slots, starts, path)
+    return k, v
+
+
+@pytest.mark.parametrize("case", list(KV_CASES))
+def test_emulated_compact_kv_equals_reference(emu_lib, case):
+    k, v, slots, starts, path = _kv_case(*KV_CASES[case], seed=len(case))
+    got = _in_all_orders(emu_lib, lambda: _emu_compact(emu_lib, k, v, slots, starts, path))
+    want_k, want_v = k.clone(), v.clone()
+    tree_ref.compact_kv(want_k, want_v, slots, starts, path)
+    assert torch.equal(_bits(got[0]), _bits(want_k)) and torch.equal(_bits(got[1]), _bits(want_v))
+    assert not torch.equal(want_k, k)  # something moved
+
+
+def test_emulated_compact_kv_of_accepted_trees(emu_lib):
+    """The paths tree_accept finds (from the kernel itself), compacted, equal the references end to end."""
+    *args, width = _tree_case(64, 16, seed=9)
+    path, _ = K._tree_accept_lib(emu_lib, None, *args, width)[:2]
+    n = path.shape[0]
+    k, v, slots, starts, _ = _kv_case(2, n + 5, 100, 2, 8, torch.bfloat16, n, width, 64, seed=9)
+    got = _in_all_orders(emu_lib, lambda: _emu_compact(emu_lib, k, v, slots, starts, path))
+    want_k, want_v = k.clone(), v.clone()
+    tree_ref.compact_kv(want_k, want_v, slots, starts, tree_ref.tree_accept(*args, width)[0])
+    assert torch.equal(_bits(got[0]), _bits(want_k)) and torch.equal(_bits(got[1]), _bits(want_v))
+
+
+def test_emulated_orders_catch_a_compaction_without_its_barrier(emu_lib, tmp_path):
+    """compact_kv_kernel stages its sources before a __syncthreads and writes after it. Without that barrier a thread
+    can overwrite a position (depth d's destination) before the thread that reads it as a source (depth d - 1 on the
+    shift path [0, 2, 3, ..]) has read it. The forward order happens to run each reader before the writer of its
+    source and misses it; reverse and the random orders give wrong caches. The intact kernel is exact in every order."""
+    case = _kv_case(2, 4, 60, 2, 8, torch.float32, 3, 16, 40, seed=2)  # 4 16-byte units x 16 depths per block
+    want_k, want_v = case[0].clone(), case[1].clone()
+    tree_ref.compact_kv(want_k, want_v, *case[2:])
+    root = tmp_path / "patched"
+    for d in ("src", "include", "emu"):
+        shutil.copytree(ROOT / "plugins" / d, root / d)
+    source = root / "src" / "tree_accept.cuh"
+    text = source.read_text()
+    barrier = "  __syncthreads();  // every read of the block is done before any write: gather-then-scatter\n"
+    assert text.count(barrier) == 1, "compact_kv_kernel changed: update the patch"
+    source.write_text(text.replace(barrier, ""))
+    patched = K.load_library(_emu_compile(root / "src" / "dflash_plugins.cu", root / "libpatched.so", root / "include"))
+    orders = (("forward", 0, 0),) + EMU_ORDERS
+    wrong = {}
+    for name, lib in (("intact", emu_lib), ("patched", patched)):
+        for order, mode, seed in orders:
+            _set_emu_order(lib, mode, seed)
+            k, v = _emu_compact(lib, *case)
+            wrong[name, order] = int((k != want_k).sum() + (v != want_v).sum())
+        _set_emu_order(lib, 0)
+    assert all(wrong["intact", order] == 0 for order, _, _ in orders), wrong
+    assert wrong["patched", "reverse"] > 0 and sum(wrong["patched", order] > 0 for order, _, _ in orders) >= 3, wrong
+
+
 # block_sum then block_suffix_exclusive on one scratch buffer. prepare_kernel (top-p, first pass) makes the same two
 # calls, but on the same operand, so there a missing barrier lets a warp overwrite scratch with the value a slower
 # warp is about to read anyway: no order can change its output. This probe gives the calls different operands.
@@ -811,3 +996,48 @@ def test_gpu_commit_step(use_lib, dtype, feat, n, k):
     K.commit_step(ar[0], ar[1], ar[2], got_tl)
     book_ref.commit_step(ar[0], ar[1], ar[2], want_tl)
     assert torch.equal(got_tl, want_tl)
+
+
+@gpu
+@pytest.mark.parametrize("num_nodes,block_size", [(2, 16), (16, 16), (64, 16), (64, 64)])
+@pytest.mark.parametrize("n", SIZES_N)
+def test_gpu_tree_accept(use_lib, n, num_nodes, block_size):
+    *args, width = _tree_case(num_nodes, block_size, seed=n + num_nodes)
+    reps = -(-n // args[0].shape[0])  # repeat the case's rows up to n
+    args = [a.repeat((reps,) + (1,) * (a.dim() - 1))[:n].cuda() for a in args]
+    path, got = K.tree_accept(*args, width)
+    want_path, want = tree_ref.tree_accept(*args, width)
+    assert torch.equal(path, want_path)
+    _assert_accept_equal(got, want)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,width", [(1, 16), (7, 16), (64, 16), (256, 16), (64, 64)])
+def test_gpu_compact_kv(use_lib, dtype, n, width):
+    """A Qwen3-8B-like cache slice (8 KV heads x 128) of 4 layers; paths over trees of 64 nodes."""
+    k, v, slots, starts, path = _kv_case(4, n + 3, 96, 8, 128, dtype, n, width, 64, seed=n + width, device="cuda")
+    want_k, want_v = k.clone(), v.clone()
+    K.compact_kv(k, v, slots, starts, path)
+    tree_ref.compact_kv(want_k, want_v, slots, starts, path)
+    assert torch.equal(_bits(k), _bits(want_k)) and torch.equal(_bits(v), _bits(want_v))
+
+
+@gpu
+def test_gpu_tree_ops_in_cuda_graph(use_lib):
+    *args, width = _tree_case(64, 16, seed=5, device="cuda")
+    n = args[0].shape[0]
+    k, v, slots, starts, _ = _kv_case(4, n + 2, 128, 8, 128, torch.bfloat16, n, width, 64, seed=5, device="cuda")
+    want_k, want_v = k.clone(), v.clone()
+    want_path, want = tree_ref.tree_accept(*args, width)
+    tree_ref.compact_kv(want_k, want_v, slots, starts, want_path)
+    K.tree_accept(*args, width)  # load + warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        path, res = K.tree_accept(*args, width)
+        K.compact_kv(k, v, slots, starts, path)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(path, want_path)
+    _assert_accept_equal(res, want)
+    assert torch.equal(_bits(k), _bits(want_k)) and torch.equal(_bits(v), _bits(want_v))

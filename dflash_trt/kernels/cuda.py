@@ -9,6 +9,9 @@ Ops (torch.ops.dflash.*, made with torch.library.custom_op, with fake implementa
         = block_draft.drafts_to_verify (drafts_to_verify_input plus the verify positions)
     commit_step(accepted, slots, starts, target_lengths, features, context, context_counts, drafter_lengths,
                 target_tokens, last_tokens) -> None, in place     = kernels.bookkeeping.commit_step
+    tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining, width)
+        -> (path, target_tokens, accepted, num_emitted, finished)  = kernels.tree_accept.tree_accept
+    compact_kv(k, v, slots, starts, path) -> None, in place       = kernels.tree_accept.compact_kv
 
 On CUDA tensors an op calls the library through ctypes on the current stream (no synchronisation, no host reads of
 device values); on CPU tensors it runs the torch reference. The library is found at $DFLASH_PLUGINS_LIB or
@@ -32,8 +35,9 @@ from dflash_trt.errors import DFlashError
 from dflash_trt.kernels import block_draft as _block_ref
 from dflash_trt.kernels import bookkeeping as _book_ref
 from dflash_trt.kernels import sample_accept as _sa_ref
+from dflash_trt.kernels import tree_accept as _tree_ref
 
-ABI_VERSION = 1  # = DFLASH_ABI_VERSION in plugins/include/dflash_plugins.h
+ABI_VERSION = 2  # = DFLASH_ABI_VERSION in plugins/include/dflash_plugins.h
 LIB_ENV = "DFLASH_PLUGINS_LIB"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LIB = REPO_ROOT / "plugins" / "build" / "libdflash_plugins.so"
@@ -97,6 +101,9 @@ _SIGNATURES = {
                                                _p, _sz, _p]),
     "dflash_commit_step": (ctypes.c_int, [_i64, _i64, _p, _p, _p, _i64, _p, _p, _i64, ctypes.c_int, _p, _i64, _p, _p,
                                           _p, _p, _p]),
+    "dflash_tree_accept": (ctypes.c_int, [_i64, _i64, _p, _p, _p, _p, _p, _i64, _p, _i64, _p, _p, _p, _p, _p, _p]),
+    "dflash_compact_kv": (ctypes.c_int, [_p, _p, ctypes.c_int, _i64, _i64, _i64, _i64, _i64, _i64, _p, _p, _p, _i64,
+                                         _p]),
 }
 
 
@@ -468,6 +475,99 @@ def commit_step(accepted, slots, starts, target_lengths, features=None, context=
     """= dflash_trt.kernels.bookkeeping.commit_step (in place)."""
     torch.ops.dflash.commit_step(accepted, slots, starts, target_lengths, features, context, context_counts,
                                  drafter_lengths, target_tokens, last_tokens)
+
+
+# ---- draft trees ----------------------------------------------------------------------------------------------------
+
+@torch.library.custom_op("dflash::tree_accept", mutates_args=())
+def _tree_accept_op(node_tokens: torch.Tensor, parents: torch.Tensor, depth: torch.Tensor, target_tokens: torch.Tensor,
+                    stop_ids: torch.Tensor, remaining: torch.Tensor,
+                    width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    if not node_tokens.is_cuda:
+        path, res = _tree_ref.tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining, width)
+        return (path,) + tuple(res)
+    lib = _lib_for(node_tokens, parents, depth, target_tokens, stop_ids, remaining)
+    with torch.cuda.device(node_tokens.device):
+        return _tree_accept_lib(lib, _stream(node_tokens.device), node_tokens, parents, depth, target_tokens, stop_ids,
+                                remaining, width)
+
+
+def _tree_accept_lib(lib, stream, node_tokens, parents, depth, target_tokens, stop_ids, remaining, width):
+    n, size = node_tokens.shape
+    dev = node_tokens.device
+    node_tokens, parents, depth, target_tokens = _i64(node_tokens), _i64(parents), _i64(depth), _i64(target_tokens)
+    stop_ids, remaining = _i64(stop_ids), _i64(remaining)
+    if parents.shape != (n, size) or depth.shape != (n, size) or target_tokens.shape != (n, size):
+        raise PluginError(f"tree_accept: node_tokens {tuple(node_tokens.shape)} needs parents, depth and target_tokens "
+                          f"of the same shape; got {tuple(parents.shape)}, {tuple(depth.shape)}, "
+                          f"{tuple(target_tokens.shape)}")
+    if stop_ids.dim() != 2 or stop_ids.shape[0] != n or remaining.shape != (n,):
+        raise PluginError(f"tree_accept: stop_ids must be [n, S] and remaining [n] (n = {n}); got "
+                          f"{tuple(stop_ids.shape)}, {tuple(remaining.shape)}")
+    width = int(width)
+    path = torch.empty(n, width, dtype=torch.long, device=dev)
+    tokens = torch.empty(n, width, dtype=torch.long, device=dev)
+    accepted = torch.empty(n, dtype=torch.long, device=dev)
+    emitted = torch.empty(n, dtype=torch.long, device=dev)
+    finished = torch.empty(n, dtype=torch.bool, device=dev)
+    if n:
+        _call(lib, "dflash_tree_accept", n, size, node_tokens.data_ptr(), parents.data_ptr(), depth.data_ptr(),
+              target_tokens.data_ptr(), _ptr(stop_ids), stop_ids.shape[1], remaining.data_ptr(), width,
+              path.data_ptr(), tokens.data_ptr(), accepted.data_ptr(), emitted.data_ptr(), finished.data_ptr(), stream)
+    return path, tokens, accepted, emitted, finished
+
+
+@_tree_accept_op.register_fake
+def _(node_tokens, parents, depth, target_tokens, stop_ids, remaining, width):
+    n = node_tokens.shape[0]
+    new = node_tokens.new_empty
+    return (new((n, width), dtype=torch.long), new((n, width), dtype=torch.long), new((n,), dtype=torch.long),
+            new((n,), dtype=torch.long), new((n,), dtype=torch.bool))
+
+
+def tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining,
+                width: int) -> tuple[torch.Tensor, _sa_ref.AcceptResult]:
+    """= dflash_trt.kernels.tree_accept.tree_accept: (path [n, width], AcceptResult along the path)."""
+    path, *res = torch.ops.dflash.tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining,
+                                              int(width))
+    return path, _sa_ref.AcceptResult(*res)
+
+
+@torch.library.custom_op("dflash::compact_kv", mutates_args=("k", "v"))
+def _compact_kv_op(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, starts: torch.Tensor,
+                   path: torch.Tensor) -> None:
+    if not k.is_cuda:
+        _tree_ref.compact_kv(k, v, slots, starts, path)
+        return
+    lib = _lib_for(k, v, slots, starts, path)
+    with torch.cuda.device(k.device):
+        _compact_kv_lib(lib, _stream(k.device), k, v, slots, starts, path)
+
+
+def _compact_kv_lib(lib, stream, k, v, slots, starts, path) -> None:
+    if k.dim() != 5 or v.shape != k.shape or v.dtype != k.dtype or not k.is_contiguous() or not v.is_contiguous():
+        raise PluginError(f"compact_kv: k and v must be contiguous [layers, max_slots, capacity, kv_heads, head_dim] "
+                          f"tensors of one shape and dtype; got {tuple(k.shape)} {k.dtype}, {tuple(v.shape)} {v.dtype}")
+    n = slots.shape[0]
+    slots, starts, path = _i64(slots), _i64(starts), _i64(path)
+    if starts.shape != (n,) or path.dim() != 2 or path.shape[0] != n:
+        raise PluginError(f"compact_kv: slots [n], starts [n] and path [n, W] (n = {n}); got {tuple(starts.shape)}, "
+                          f"{tuple(path.shape)}")
+    if n == 0 or path.shape[1] == 0:
+        return
+    layers, max_slots, capacity, kv_heads, head_dim = k.shape
+    _call(lib, "dflash_compact_kv", k.data_ptr(), v.data_ptr(), k.element_size(), layers, max_slots, capacity,
+          kv_heads, head_dim, n, slots.data_ptr(), starts.data_ptr(), path.data_ptr(), path.shape[1], stream)
+
+
+@_compact_kv_op.register_fake
+def _(k, v, slots, starts, path):
+    return None
+
+
+def compact_kv(k, v, slots, starts, path) -> None:
+    """= dflash_trt.kernels.tree_accept.compact_kv (in place)."""
+    torch.ops.dflash.compact_kv(k, v, slots, starts, path)
 
 
 class KernelInfo(NamedTuple):

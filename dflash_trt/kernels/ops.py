@@ -1,4 +1,4 @@
-"""The ops table of the spec step: one set of the four per-step ops, chosen once per engine.
+"""The ops table of the spec step: one set of the per-step ops, chosen once per engine (draft trees add the last two).
 
     prepare_block(last, starts, mask_token_id, block_size)   -> (ids [N, B], positions [N, B])
     drafts_to_verify(last, draft_logits, starts)             -> (verify ids [N, K], drafts [N, K-1], positions [N, K])
@@ -7,10 +7,11 @@
     tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining, width) -> (path, AcceptResult)
     compact_kv(k, v, slots, starts, path)                    in place
 
-`reference_ops()`: the torch references (kernels/block_draft.py, sample_accept.py, bookkeeping.py) — CPU, and CUDA
-without the plugin library. `plugin_ops()`: the CUDA kernels (kernels/cuda.py) on the current stream. `library_ops(lib)`:
-a given plugin library called directly on the tensors' memory — the emulated build the CPU tests run the whole step
-through. `ops_for(device)`: the kernels on a CUDA device where the library loads and runs, else the references.
+`reference_ops()`: the torch references (kernels/block_draft.py, sample_accept.py, bookkeeping.py, tree_accept.py) —
+CPU, and CUDA without the plugin library. `plugin_ops()`: the CUDA kernels (kernels/cuda.py) on the current stream.
+`library_ops(lib)`: a given plugin library called directly on the tensors' memory — the emulated build the CPU tests
+run the whole step through. `ops_for(device)`: the kernels on a CUDA device where the library loads and runs, else the
+references.
 """
 
 from __future__ import annotations
@@ -30,19 +31,20 @@ class StepOps(NamedTuple):
     drafts_to_verify: Callable
     sample_accept: Callable
     commit_step: Callable
-    tree_accept: Callable = tree_ops.tree_accept  # draft trees (spec/tree.py); the torch references everywhere so far
-    compact_kv: Callable = tree_ops.compact_kv
+    tree_accept: Callable  # draft trees (spec/tree.py)
+    compact_kv: Callable
 
 
 def reference_ops() -> StepOps:
     return StepOps("reference", block_draft.prepare_block, block_draft.drafts_to_verify, sample_accept.sample_accept,
-                   bookkeeping.commit_step)
+                   bookkeeping.commit_step, tree_ops.tree_accept, tree_ops.compact_kv)
 
 
 def plugin_ops() -> StepOps:
     from dflash_trt.kernels import cuda
 
-    return StepOps("cuda", cuda.prepare_block, cuda.drafts_to_verify, cuda.sample_accept, cuda.commit_step)
+    return StepOps("cuda", cuda.prepare_block, cuda.drafts_to_verify, cuda.sample_accept, cuda.commit_step,
+                   cuda.tree_accept, cuda.compact_kv)
 
 
 def library_ops(lib) -> StepOps:
@@ -53,9 +55,14 @@ def library_ops(lib) -> StepOps:
     def accept(*args):
         return sample_accept.AcceptResult(*cuda._sample_accept_lib(lib, None, *args))
 
+    def tree_accept(*args):
+        path, *res = cuda._tree_accept_lib(lib, None, *args)
+        return path, sample_accept.AcceptResult(*res)
+
     return StepOps("library", functools.partial(cuda._prepare_block_lib, lib, None),
                    functools.partial(cuda._drafts_to_verify_lib, lib, None), accept,
-                   functools.partial(cuda._commit_step_lib, lib, None))
+                   functools.partial(cuda._commit_step_lib, lib, None), tree_accept,
+                   functools.partial(cuda._compact_kv_lib, lib, None))
 
 
 def ops_for(device: torch.device) -> StepOps:

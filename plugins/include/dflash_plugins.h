@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change of a signature or semantics below; dflash_trt/kernels/cuda.py refuses a mismatch. */
-#define DFLASH_ABI_VERSION 1
+#define DFLASH_ABI_VERSION 2
 
 typedef enum {
   DFLASH_OK = 0,
@@ -101,6 +101,31 @@ DFLASH_API int dflash_commit_step(
     const void* features, int64_t feat_dim, int elem_bytes, void* context, int64_t context_k,
     int64_t* context_counts, int64_t* drafter_lengths,
     const int64_t* target_tokens, int64_t* last_tokens, void* stream);
+
+/* ---- draft trees (= dflash_trt.kernels.tree_accept) ------------------------------------------------------------
+ * tree_accept (= tree_accept.tree_accept): a tree of num_nodes nodes per row (spec/tree.py's DraftTree: parents
+ * before children, root parent -1, children of a node with distinct tokens), node_tokens / parents / depth
+ * [n, num_nodes], target_tokens [n, num_nodes] the target's token at every node, stop_ids [n, num_stops] padded with
+ * -1 (may be NULL when num_stops == 0), remaining [n], width = max depth + 1 (1..1024; num_nodes 1..1024).
+ * A node is accepted when its token equals the target's token at its parent and its parent is accepted (the root
+ * always is). Outputs: path [n, width] the accepted node at each depth, past the path's end its last node;
+ * path_tokens [n, width] = target_tokens along the path; accepted [n], num_emitted [n], finished [n] (bool bytes) =
+ * the chain rule (sample_accept.accept_tokens) along the path: drafts = node tokens of the path (-1 past it), stop ids,
+ * budget. One launch, no workspace. */
+DFLASH_API int dflash_tree_accept(
+    int64_t n, int64_t num_nodes, const int64_t* node_tokens, const int64_t* parents, const int64_t* depth,
+    const int64_t* target_tokens, const int64_t* stop_ids, int64_t num_stops, const int64_t* remaining, int64_t width,
+    int64_t* path, int64_t* path_tokens, int64_t* accepted, int64_t* num_emitted, uint8_t* finished, void* stream);
+/* compact_kv (= tree_accept.compact_kv), in place: k and v [layers, max_slots, capacity, kv_heads, head_dim], one
+ * shape, contiguous, elements of elem_bytes (1, 2, 4 or 8) bytes copied as raw bytes; slots [n] (distinct), starts
+ * [n], path [n, width] (1..1024). For each row i, layer and cache: position starts[i] + d of slot slots[i] gets the
+ * vector of position starts[i] + path[i, d], d = 0..width-1, every source read before any destination is written
+ * (gather, then scatter). Rows whose slot is outside 0..max_slots-1 and moves whose source or destination position is
+ * outside 0..capacity-1 are skipped. n <= 65535, layers <= 32767. */
+DFLASH_API int dflash_compact_kv(
+    void* k, void* v, int elem_bytes, int64_t layers, int64_t max_slots, int64_t capacity, int64_t kv_heads,
+    int64_t head_dim, int64_t n, const int64_t* slots, const int64_t* starts, const int64_t* path, int64_t width,
+    void* stream);
 
 #ifdef __cplusplus
 }

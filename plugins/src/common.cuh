@@ -1,5 +1,6 @@
 // common.cuh - shared device helpers: dtype loads, order-preserving float keys, argmax packing, block reductions
-// and scans, and a vectorised walk over a range of a row.
+// and scans, a vectorised walk over a range of a row, and the chain acceptance rule (matching prefix, stop ids,
+// budget) that sample-and-accept and tree acceptance both end with.
 #pragma once
 
 #include <stdint.h>
@@ -133,6 +134,38 @@ __device__ __forceinline__ void for_each_element(const T* __restrict__ row, int6
   }
   const int64_t tail = head + nvec * kVec;
   for (int64_t i = tail + threadIdx.x; i < count; i += blockDim.x) f(begin + i, to_float(p[i]));
+}
+
+// The chain acceptance rule of one row (= dflash_trt.kernels.sample_accept.accept_tokens), run by one thread:
+// tokens [k] the target's token at each verified slot, drafts [k-1], stops [num_stops] the row's stop ids (the -1
+// padding is compared like any id, as the reference does), remaining the row's token budget.
+//   accepted = the longest prefix with drafts[j] == tokens[j];  emitted = accepted + 1, cut right after the first
+//   stop token among the emitted slots, then at the budget;  finished = a stop token was emitted or emitted >= budget.
+struct Acceptance {
+  int64_t accepted;
+  int64_t emitted;
+  bool finished;
+};
+__device__ __forceinline__ Acceptance accept_row(const int64_t* tokens, const int64_t* drafts, int64_t k,
+                                                 const int64_t* stops, int64_t num_stops, int64_t remaining) {
+  // accepted = (drafts == tokens[:, :-1]).cumprod(1).sum(1)
+  int64_t a = 0;
+  while (a < k - 1 && drafts[a] == tokens[a]) ++a;
+  int64_t emit = a + 1;
+  // first stop token among the emitted slots
+  bool hit_stop = false;
+  for (int64_t j = 0; j < emit && !hit_stop; ++j) {
+    for (int64_t q = 0; q < num_stops; ++q) {
+      if (tokens[j] == stops[q]) {
+        hit_stop = true;
+        emit = j + 1;
+        break;
+      }
+    }
+  }
+  const bool out_of_budget = emit >= remaining;
+  if (remaining < emit) emit = remaining;
+  return Acceptance{a, emit, hit_stop || out_of_budget};
 }
 
 }  // namespace dflash

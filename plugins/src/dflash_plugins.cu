@@ -9,6 +9,7 @@
 #include "bookkeeping.cuh"
 #include "common.cuh"
 #include "sample_accept.cuh"
+#include "tree_accept.cuh"
 
 #ifndef DFLASH_COMPILED_ARCHS
 #define DFLASH_COMPILED_ARCHS "unknown"
@@ -107,6 +108,23 @@ int launch_plain_argmax(const void* logits, int64_t n, int64_t k, int64_t vocab,
       static_cast<const T*>(logits), stride_n, stride_k, k, vocab, splits, chunk, nullptr, nullptr, nullptr, nullptr,
       best);
   DFLASH_CHECK_LAUNCH("dflash_drafts_to_verify: argmax_kernel launch");
+  return DFLASH_OK;
+}
+
+template <typename V>
+int launch_compact_kv(void* k, void* v, int64_t layers, int64_t max_slots, int64_t capacity, int64_t vec_bytes,
+                      int64_t n, const int64_t* slots, const int64_t* starts, const int64_t* path, int64_t width,
+                      cudaStream_t stream) {
+  using namespace dflash::tree;
+  // Chunks of each position's vector: as wide as the staging buffer allows for `width` depths (a multiple of V).
+  int64_t chunk = kStageBytes / width / static_cast<int64_t>(sizeof(V)) * static_cast<int64_t>(sizeof(V));
+  if (chunk > vec_bytes) chunk = vec_bytes;
+  const int64_t chunks = ceil_div(vec_bytes, chunk);
+  if (chunks > 0x7FFFFFFFLL) return fail(DFLASH_ERR_INVALID_ARGUMENT, "dflash_compact_kv: grid too large");
+  dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(n), static_cast<unsigned>(2 * layers));
+  DFLASH_LAUNCH(compact_kv_kernel<V>, grid, kCompactThreads, static_cast<size_t>(width * chunk), stream)(
+      static_cast<char*>(k), static_cast<char*>(v), max_slots, capacity, vec_bytes, slots, starts, path, width, chunk);
+  DFLASH_CHECK_LAUNCH("dflash_compact_kv: compact_kv_kernel launch");
   return DFLASH_OK;
 }
 
@@ -275,6 +293,65 @@ int dflash_commit_step(int64_t n, int64_t k, const int64_t* accepted, const int6
       last_tokens);
   DFLASH_CHECK_LAUNCH("dflash_commit_step: commit_step_kernel launch");
   return DFLASH_OK;
+}
+
+int dflash_tree_accept(int64_t n, int64_t num_nodes, const int64_t* node_tokens, const int64_t* parents,
+                       const int64_t* depth, const int64_t* target_tokens, const int64_t* stop_ids, int64_t num_stops,
+                       const int64_t* remaining, int64_t width, int64_t* path, int64_t* path_tokens, int64_t* accepted,
+                       int64_t* num_emitted, uint8_t* finished, void* stream) {
+  using namespace dflash::tree;
+  const char* fn = "dflash_tree_accept";
+  if (n < 0 || num_nodes < 1 || num_nodes > kMaxNodes || width < 1 || width > kMaxWidth || num_stops < 0)
+    return fail(DFLASH_ERR_INVALID_ARGUMENT,
+                "%s: n=%lld, num_nodes=%lld, width=%lld, num_stops=%lld (need n >= 0, num_nodes in 1..%lld, width "
+                "in 1..%lld, num_stops >= 0)", fn, (long long)n, (long long)num_nodes, (long long)width,
+                (long long)num_stops, (long long)kMaxNodes, (long long)kMaxWidth);
+  if (n == 0) return DFLASH_OK;
+  if (n > 0x7FFFFFFFLL) return fail(DFLASH_ERR_INVALID_ARGUMENT, "%s: n=%lld rows is too many", fn, (long long)n);
+  if (!node_tokens || !parents || !depth || !target_tokens || (num_stops > 0 && !stop_ids) || !remaining || !path ||
+      !path_tokens || !accepted || !num_emitted || !finished)
+    return fail(DFLASH_ERR_INVALID_ARGUMENT, "%s: a required pointer is NULL", fn);
+  // r = bit_length(width - 1) pointer-jumping rounds check a node and its first 2^r - 1 ancestors
+  int64_t rounds = 0;
+  while ((width - 1) >> rounds) ++rounds;
+  const int64_t hops = (int64_t{1} << rounds) - 1;
+  DFLASH_LAUNCH(tree_accept_kernel, static_cast<unsigned>(n), kTreeThreads, tree_accept_smem(num_nodes, width),
+                static_cast<cudaStream_t>(stream))(
+      node_tokens, parents, depth, target_tokens, num_nodes, stop_ids, num_stops, remaining, width, hops, path,
+      path_tokens, accepted, num_emitted, finished);
+  DFLASH_CHECK_LAUNCH("dflash_tree_accept: tree_accept_kernel launch");
+  return DFLASH_OK;
+}
+
+int dflash_compact_kv(void* k, void* v, int elem_bytes, int64_t layers, int64_t max_slots, int64_t capacity,
+                      int64_t kv_heads, int64_t head_dim, int64_t n, const int64_t* slots, const int64_t* starts,
+                      const int64_t* path, int64_t width, void* stream) {
+  using namespace dflash::tree;
+  const char* fn = "dflash_compact_kv";
+  if (n < 0 || width < 1 || width > kMaxWidth || layers < 0 || max_slots < 0 || capacity < 0 || kv_heads < 0 ||
+      head_dim < 0 || (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4 && elem_bytes != 8))
+    return fail(DFLASH_ERR_INVALID_ARGUMENT,
+                "%s: n=%lld, width=%lld, cache [%lld, %lld, %lld, %lld, %lld] of %d-byte elements (need n >= 0, width "
+                "in 1..%lld, sizes >= 0, elem_bytes 1, 2, 4 or 8)", fn, (long long)n, (long long)width,
+                (long long)layers, (long long)max_slots, (long long)capacity, (long long)kv_heads, (long long)head_dim,
+                elem_bytes, (long long)kMaxWidth);
+  const int64_t vec_bytes = kv_heads * head_dim * elem_bytes;
+  if (n == 0 || layers == 0 || max_slots == 0 || capacity == 0 || vec_bytes == 0) return DFLASH_OK;
+  if (n > 65535 || layers > 32767)
+    return fail(DFLASH_ERR_INVALID_ARGUMENT, "%s: n=%lld rows (<= 65535), layers=%lld (<= 32767)", fn, (long long)n,
+                (long long)layers);
+  if (!k || !v || !slots || !starts || !path) return fail(DFLASH_ERR_INVALID_ARGUMENT, "%s: a pointer is NULL", fn);
+  const uintptr_t align = reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) |
+                          static_cast<uintptr_t>(vec_bytes);
+  auto launch = [&](auto unit) {  // the widest copy unit the caches' alignment and the vector size allow
+    return launch_compact_kv<decltype(unit)>(k, v, layers, max_slots, capacity, vec_bytes, n, slots, starts, path,
+                                             width, static_cast<cudaStream_t>(stream));
+  };
+  if ((align & 15u) == 0) return launch(uint4{});
+  if ((align & 7u) == 0) return launch(uint2{});
+  if ((align & 3u) == 0) return launch(uint32_t{});
+  if ((align & 1u) == 0) return launch(uint16_t{});
+  return launch(uint8_t{});
 }
 
 }  // extern "C"

@@ -20,7 +20,7 @@
 //   2. argmax   (grid = rows x splits of the vocabulary): one read of the logits; each block folds its chunk into
 //      a packed (value, index) uint64 and atomicMax-es it into the row's slot. Entries whose score + max possible
 //      finite noise (< 16) cannot beat the thread's best skip the two logs (exact: it cannot win).
-//   3. finalize (one block per sequence): tokens, accepted prefix, stop tokens, budget.
+//   3. finalize (one block per sequence): tokens, then accept_row (common.cuh): accepted prefix, stop tokens, budget.
 #pragma once
 
 #include <math.h>
@@ -275,27 +275,10 @@ finalize_kernel(const unsigned long long* __restrict__ best, int64_t k, const in
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  // accepted = (drafts == tokens[:, :-1]).cumprod(1).sum(1)
-  int64_t a = 0;
-  while (a < k - 1 && drafts[n * (k - 1) + a] == tokens[a]) ++a;
-  int64_t emit = a + 1;
-  // first stop token among the emitted slots
-  bool hit_stop = false;
-  for (int64_t j = 0; j < emit && !hit_stop; ++j) {
-    for (int64_t q = 0; q < num_stops; ++q) {
-      if (tokens[j] == stop_ids[n * num_stops + q]) {
-        hit_stop = true;
-        emit = j + 1;
-        break;
-      }
-    }
-  }
-  const int64_t rem = remaining[n];
-  const bool out_of_budget = emit >= rem;
-  if (rem < emit) emit = rem;
-  accepted[n] = a;
-  num_emitted[n] = emit;
-  finished[n] = (hit_stop || out_of_budget) ? 1 : 0;
+  const Acceptance acc = accept_row(tokens, drafts + n * (k - 1), k, stop_ids + n * num_stops, num_stops, remaining[n]);
+  accepted[n] = acc.accepted;
+  num_emitted[n] = acc.emitted;
+  finished[n] = acc.finished ? 1 : 0;
 }
 
 }  // namespace sa
