@@ -26,23 +26,30 @@ DRAFTER_ARCHITECTURE = "DFlashDraftModel"
 
 # architecture name -> family. Native families (NATIVE_FAMILIES) run on dflash-trt's own decoder (models/target.py: the
 # family fixes the tensor layout and a few switches, q/k norms); the others run the family's own transformers module
-# against the engine's KV cache (models/hf_target.py): attention sinks, sliding windows, MoE routing, per-layer types
-# and RoPE variants are transformers' own. A *ForConditionalGeneration entry serves the text model of its text_config.
+# against the engine's KV cache (models/hf_target.py): attention sinks, sliding windows, MoE routing, per-layer types,
+# RoPE variants and Gated DeltaNet layers are transformers' own. A *ForConditionalGeneration entry serves the text
+# model of its text_config.
 TARGET_ARCHITECTURES = {
     "Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama",
     "GptOssForCausalLM": "gpt_oss", "Qwen3MoeForCausalLM": "qwen3_moe",
     "Gemma4ForCausalLM": "gemma4", "Gemma4ForConditionalGeneration": "gemma4",
+    "Qwen3_5ForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "Qwen3_5MoeForCausalLM": "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
+    "Qwen3NextForCausalLM": "qwen3_next",
 }
 NATIVE_FAMILIES = ("qwen3", "llama")
 # family -> the model_type its (text) config must have
-HF_FAMILY_MODEL_TYPES = {"gpt_oss": "gpt_oss", "qwen3_moe": "qwen3_moe", "gemma4": "gemma4_text"}
-# Attention layer types the transformers-backed path runs (its masks are built per type).
-HF_LAYER_TYPES = ("full_attention", "sliding_attention")
-HYBRID_REASON = ("hybrid linear attention (Gated DeltaNet layers, layer type 'linear_attention'): those layers carry a "
-                 "recurrent state per sequence that verify-and-crop cannot roll back by shortening a cache length, so "
-                 "speculative verification cannot run on it; not supported yet")
-# Architectures (by name prefix) refused with the reason; anything else not in TARGET_ARCHITECTURES is refused too.
-REFUSED_ARCHITECTURES = {"Qwen3_5": HYBRID_REASON, "Qwen3Next": HYBRID_REASON}
+HF_FAMILY_MODEL_TYPES = {"gpt_oss": "gpt_oss", "qwen3_moe": "qwen3_moe", "gemma4": "gemma4_text",
+                         "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_next": "qwen3_next"}
+# Layer types the transformers-backed path runs (it builds each attention type's mask; 'linear_attention' is a Gated
+# DeltaNet layer whose conv / recurrent state models/linear_states.py keeps and rolls back per slot), and the families
+# whose transformers module has each: a layer type is run only by a family whose module implements it.
+HF_LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+HYBRID_FAMILIES = ("qwen3_5", "qwen3_5_moe", "qwen3_next")  # the families with 'linear_attention' layers
+FAMILY_LAYER_TYPES = {"gpt_oss": ("full_attention", "sliding_attention"),
+                      "qwen3_moe": ("full_attention", "sliding_attention"),
+                      "gemma4": ("full_attention", "sliding_attention"),
+                      **{family: ("full_attention", "linear_attention") for family in HYBRID_FAMILIES}}
 # RoPE variants that are a fixed function of position. "dynamic"/"longrope" change with sequence length at run time.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
@@ -209,10 +216,6 @@ def load_target_config(directory: str | os.PathLike) -> TargetConfig:
     archs = raw.get("architectures") or []
     family = next((TARGET_ARCHITECTURES[a] for a in archs if a in TARGET_ARCHITECTURES), None)
     if family is None:
-        refused = next(((a, why) for a in archs if isinstance(a, str)
-                        for prefix, why in REFUSED_ARCHITECTURES.items() if a.startswith(prefix)), None)
-        if refused is not None:
-            raise CheckpointError(f"target {path}: architecture {refused[0]!r} is not supported: {refused[1]}")
         raise CheckpointError(
             f"target {path}: field 'architectures' = {archs!r} is not supported; supported: {sorted(TARGET_ARCHITECTURES)}"
         )
@@ -244,6 +247,8 @@ def _hf_target_config(directory: Path, raw: dict[str, Any], path: Path, family: 
     raw_text = raw["text_config"] if multimodal else raw
     hf = _hf_config(raw, what, path)
     text = hf.get_text_config() if multimodal else hf
+    if multimodal:  # the multimodal class ties its LM head by its own (top-level) flag: the text model loads the same
+        text.tie_word_embeddings = bool(getattr(hf, "tie_word_embeddings", False))
     model_type = _text_attr(text, "model_type", None)
     if model_type != HF_FAMILY_MODEL_TYPES[family]:
         raise CheckpointError(f"{what} {path}: architecture {arch!r} needs a (text) config of model_type "
@@ -257,10 +262,17 @@ def _hf_target_config(directory: Path, raw: dict[str, Any], path: Path, family: 
     if len(layer_types) != layers:
         raise CheckpointError(f"{what} {path}: field 'layer_types' has {len(layer_types)} entries for "
                               f"num_hidden_layers={layers}; give one per layer")
-    unknown = sorted(set(layer_types) - set(HF_LAYER_TYPES))
+    allowed = FAMILY_LAYER_TYPES[family]
+    unknown = sorted(set(layer_types) - set(allowed))
     if unknown:
-        why = HYBRID_REASON if "linear_attention" in unknown else (
-            f"dflash-trt runs {' and '.join(HF_LAYER_TYPES)} layers (it builds each type's attention mask)")
+        if set(unknown) <= set(HF_LAYER_TYPES):  # a type dflash-trt runs, but not in this family's module
+            why = (f"{family}'s transformers module has {' and '.join(allowed)} layers only"
+                   + ("; 'linear_attention' (Gated DeltaNet) layers run in the hybrid families' modules "
+                      f"({', '.join(a for a, f in TARGET_ARCHITECTURES.items() if f in HYBRID_FAMILIES)})"
+                      if "linear_attention" in unknown else ""))
+        else:
+            why = (f"dflash-trt runs {', '.join(HF_LAYER_TYPES)} layers (it builds each attention type's mask and "
+                   "keeps each linear-attention layer's state); a layer type it does not know cannot be served")
         raise CheckpointError(f"{what} {path}: field 'layer_types' has layer type(s) {unknown}, not supported: {why}")
     if "sliding_attention" in layer_types and not (isinstance(sliding, int) and sliding >= 1):
         raise CheckpointError(f"{what} {path}: sliding_attention layers need 'sliding_window' >= 1, got {sliding!r}")
@@ -331,6 +343,10 @@ def _drafter_rope(text_config) -> dict[str, Any]:
         params = dict(params["full_attention"])
     if params.get("rope_type", "default") not in STATIC_ROPE_TYPES:
         params = {"rope_type": "default", "rope_theta": float(params.get("rope_theta", 10000.0))}
+    # what only the target's own attention has (Qwen3.5: RoPE on a quarter of head_dim, multimodal sections): a
+    # drafter rotates its whole head at the target's theta and scaling
+    for name in ("partial_rotary_factor", "mrope_section", "mrope_interleaved"):
+        params.pop(name, None)
     return params
 
 

@@ -1,19 +1,25 @@
-"""Targets from other transformers causal-LM families (gpt-oss, Qwen3-MoE, Gemma 4 text), run by their own
-transformers modules against the engine's KV cache (models/hf_target.py).
+"""Targets from other transformers causal-LM families (gpt-oss, Qwen3-MoE, Gemma 4 text, Qwen3.5 hybrid), run by their
+own transformers modules against the engine's KV cache (models/hf_target.py).
 
 Tiny random models made here with transformers (hidden 64, 4 layers, vocab 512; sliding window 8 where the family has
-sliding layers, so every prompt crosses it; MoE with 4 experts, top-2), saved with safetensors, each with a tiny
-random DFlash drafter tapping layers [0, 2, 3] (the last included). Checked against transformers itself:
+sliding layers, so every prompt crosses it; MoE with 4 experts, top-2; Qwen3.5: three Gated DeltaNet layers and one
+full-attention layer, grouped value heads, whose linear-attention states the engine rolls back after every partial
+acceptance and ragged prefill, models/linear_states.py), saved with safetensors, each with a tiny random DFlash drafter
+tapping layers [0, 2, 3] (the last included). Checked against transformers itself:
 
 * taps = transformers' hidden_states[i + 1] for every layer (the last after the final norm) and the logits, for a
   ragged batch in scattered slots, then again after a crop (a shorter length) and a block of new tokens;
 * AR and DFlash (random drafter, and an oracle drafter with ragged partial acceptance) = transformers' own greedy
   `generate` token for token (one prompt at a time, no padding on its side), verify_len 8 and 16, block 16;
-* refused with one clear error: an unexpected / missing tensor, pickle-only weights, Qwen3.5 (hybrid linear
-  attention); gpt-oss MXFP4 experts load dequantized (exactly, for weights MXFP4 represents exactly).
+* refused with one clear error: an unexpected / missing tensor, pickle-only weights, linear-attention layers under a
+  family whose module has none, a layer type dflash-trt does not run; gpt-oss MXFP4 experts load dequantized (exactly,
+  for weights MXFP4 represents exactly).
 
-The Gemma 4 target is saved as the published checkpoints are: Gemma4ForConditionalGeneration (with a tiny vision
-tower) whose text model is served; a Gemma4ForCausalLM directory is checked for taps too.
+Qwen3.5-MoE and Qwen3-Next (the same Gated DeltaNet layers in modules of their own) run through the same code and are
+tested the same way. The Gemma 4, Qwen3.5 and Qwen3.5-MoE targets are saved as the published checkpoints are:
+*ForConditionalGeneration (with a tiny vision tower) whose text model is served; a Gemma4ForCausalLM and a
+Qwen3_5ForCausalLM directory are checked for taps too. The rollback of the linear-attention states is tested in more
+detail in test_hybrid_target.py.
 """
 
 from __future__ import annotations
@@ -38,7 +44,10 @@ from test_spec_lossless import make_oracle
 VOCAB, HIDDEN, LAYERS, WINDOW = 512, 64, 4, 8
 MASK_ID = VOCAB - 1
 TAPS = [0, 2, LAYERS - 1]
-FAMILIES = ["gpt_oss", "qwen3_moe", "gemma4"]
+FAMILIES = ["gpt_oss", "qwen3_moe", "gemma4", "qwen3_5", "qwen3_5_moe", "qwen3_next"]
+MULTIMODAL = ("gemma4", "qwen3_5", "qwen3_5_moe")  # saved as *ForConditionalGeneration
+NO_SLIDING = ("qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next")
+LINEAR_HEADS = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16)
 PROMPT_LENGTHS = [21, 9, 14]  # all longer than the sliding window
 NEW_TOKENS = 40
 ATOL = RTOL = 1e-4
@@ -89,6 +98,37 @@ def hf_config(family: str):
                       num_key_value_heads=2, head_dim=16)
         cfg = tf.Gemma4Config(text_config=text.to_dict(), vision_config=vision, audio_config=None)
         cfg.architectures = ["Gemma4ForConditionalGeneration"]
+    elif family in ("qwen3_5", "qwen3_5_causal", "qwen3_5_moe"):
+        # Gated DeltaNet layers (conv + recurrent state, 2 key heads / 4 value heads), gated full attention with q/k
+        # norms and partial multimodal RoPE, (1 + w) RMSNorm; Qwen3.5's pattern (3 linear, 1 full) for the served
+        # multimodal checkpoints, a full layer in the middle and a linear one last for the causal one. Qwen3.5-MoE:
+        # 4 experts top-2 and a shared expert in every layer
+        layer_types = (["linear_attention", "full_attention", "linear_attention", "linear_attention"]
+                       if family == "qwen3_5_causal" else ["linear_attention"] * 3 + ["full_attention"])
+        if family == "qwen3_5_moe":
+            text = tf.Qwen3_5MoeTextConfig(**_text_kwargs(), pad_token_id=None, layer_types=layer_types, **LINEAR_HEADS,
+                                           moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                                           shared_expert_intermediate_size=32, tie_word_embeddings=False)
+        else:
+            text = tf.Qwen3_5TextConfig(**_text_kwargs(), pad_token_id=None, intermediate_size=96,
+                                        layer_types=layer_types, **LINEAR_HEADS, tie_word_embeddings=False)
+        if family == "qwen3_5_causal":
+            text.architectures = ["Qwen3_5ForCausalLM"]
+            text.dtype = "float32"
+            return text
+        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=HIDDEN, patch_size=4,
+                      temporal_patch_size=1, spatial_merge_size=1, num_position_embeddings=16)
+        if family == "qwen3_5_moe":
+            cfg = tf.Qwen3_5MoeConfig(text_config=text.to_dict(), vision_config=vision)
+            cfg.architectures = ["Qwen3_5MoeForConditionalGeneration"]
+        else:
+            cfg = tf.Qwen3_5Config(text_config=text.to_dict(), vision_config=vision)
+            cfg.architectures = ["Qwen3_5ForConditionalGeneration"]
+    elif family == "qwen3_next":  # Qwen3.5's predecessor: its own projections (fused qkvz / ba), MoE with shared expert
+        cfg = tf.Qwen3NextConfig(**_text_kwargs(), pad_token_id=None, intermediate_size=96, **LINEAR_HEADS,
+                                 moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                                 shared_expert_intermediate_size=32, mlp_only_layers=[1], tie_word_embeddings=False)
+        cfg.architectures = ["Qwen3NextForCausalLM"]
     else:
         raise ValueError(family)
     cfg.dtype = "float32"
@@ -147,8 +187,8 @@ def test_config_and_path(root, family):
     cfg = ckpt.load_target_config(target_dir)
     assert cfg.backend == "transformers" and cfg.family == family
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size) == (HIDDEN, LAYERS, VOCAB)
-    assert cfg.sliding_window == (None if family == "qwen3_moe" else WINDOW)
-    assert cfg.text_of_multimodal == (family == "gemma4")
+    assert cfg.sliding_window == (None if family in NO_SLIDING else WINDOW)
+    assert cfg.text_of_multimodal == (family in MULTIMODAL)
     ckpt.check_pair(cfg, ckpt.load_drafter_config(drafter_dir), drafter_dir)  # taps incl. the last layer are in range
     target = load_target(target_dir, cfg=cfg)
     assert isinstance(target, HfTarget) and target.fuse() is target
@@ -162,15 +202,22 @@ def _features_of(out, taps) -> torch.Tensor:
     return torch.cat([out.hidden_states[i + 1][0] for i in taps], dim=-1)
 
 
-@pytest.mark.parametrize("family", FAMILIES + ["gemma4_causal"])
+def causal_target(family: str, root: Path) -> Path:
+    """The *ForCausalLM directory of a family saved as *ForConditionalGeneration in family_pair (no drafter)."""
+    if (family,) not in _CACHE:
+        _CACHE[(family,)] = make_target(root / family, family)
+    return _CACHE[(family,)]
+
+
+@pytest.mark.parametrize("family", FAMILIES + ["gemma4_causal", "qwen3_5_causal"])
 @torch.inference_mode()
 def test_taps_and_logits_equal_transformers(root, family):
-    """A ragged batch in scattered slots: prefill, then a crop (3 tokens dropped) and a block of 5 new tokens. Tap i
-    = transformers' hidden_states[i + 1] for every layer (the last after the final norm), logits equal."""
-    if family == "gemma4_causal":
-        if ("gemma4_causal",) not in _CACHE:
-            _CACHE[("gemma4_causal",)] = make_target(root / "gemma4_causal", family)
-        target_dir = _CACHE[("gemma4_causal",)]
+    """A ragged batch in scattered slots: prefill, then a crop (3 tokens dropped: into the prefill) and a block of 5
+    new tokens. Tap i = transformers' hidden_states[i + 1] for every layer (the last after the final norm), logits
+    equal. For Qwen3.5 the crop rolls the linear-attention states back inside the prefill, whose padding must not have
+    reached them either."""
+    if family.endswith("_causal"):
+        target_dir = causal_target(family, root)
     else:
         target_dir, _ = family_pair(family, root)
     target, hf = load_target(target_dir), reference(target_dir)
@@ -192,15 +239,13 @@ def test_taps_and_logits_equal_transformers(root, family):
         close(features[i, :m], _features_of(out, taps), msg=f"{family}: prefill taps, row {i}")
         close(features[i, :m, -HIDDEN:], out.hidden_states[LAYERS][0], msg=f"{family}: last tap after the final norm")
 
-    # crop: keep all but the last 3 tokens, then a block of 5 (consecutive slots this time: the slice read path)
+    # crop: keep all but the last 3 tokens, then a block of 5; again in a second cache prefilled in consecutive slots
+    # (the slice read path)
     kept = [len(s) - 3 for s in seqs]
     cache.set_lengths(slots, torch.tensor(kept))
     block = torch.randint(1, VOCAB - 1, (n, 5), generator=torch.Generator().manual_seed(5))
     moved = target.new_cache(6, 64)
-    for dst, src in ((moved.k_layers, cache.k_layers), (moved.v_layers, cache.v_layers)):
-        for d, s in zip(dst, src):
-            if d is not None:
-                d[1:4] = s[slots]
+    target(ids, moved, torch.arange(1, 4), max_length=longest, host_slots=[1, 2, 3])
     moved.set_lengths(torch.arange(1, 4), torch.tensor(kept))
     at = torch.tensor([[4, 0], [2, 2], [0, 3]])
     for c, sl, host in ((cache, slots, None), (moved, torch.arange(1, 4), [1, 2, 3])):
@@ -295,7 +340,7 @@ def test_device_loop_equals_transformers_generate(root, family):
 def test_unexpected_tensor_is_refused(root, tmp_path, family):
     target_dir, drafter_dir = family_pair(family, root)
     bad = copy_checkpoint(target_dir, tmp_path / "t")
-    prefix = "model.language_model." if family == "gemma4" else "model."  # a text-model tensor, not a tower's
+    prefix = "model.language_model." if family in MULTIMODAL else "model."  # a text-model tensor, not a tower's
     edit_safetensors(bad, lambda t: t.update({f"{prefix}layers.0.mlp.extra.weight": torch.zeros(4, 4)}))
     with pytest.raises(CheckpointError, match=r"unexpected tensor\(s\) model\.layers\.0\.mlp\.extra\.weight") as info:
         TorchEngine.from_pretrained(bad, drafter_dir, device="cpu", tokenizer=False)
@@ -322,27 +367,32 @@ def test_missing_misshaped_nonfinite_tensors_and_pickle_weights_are_refused(root
         load_target(pickled)
 
 
-@pytest.mark.parametrize("arch", ["Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"])
-def test_qwen3_5_hybrid_is_refused(root, tmp_path, arch):
-    import transformers as tf
-
-    text = tf.Qwen3_5TextConfig(**_text_kwargs(), pad_token_id=None, intermediate_size=96)
-    assert "linear_attention" in text.layer_types
-    config = text if arch == "Qwen3_5ForCausalLM" else tf.Qwen3_5Config(text_config=text.to_dict())
-    config.architectures = [arch]
-    config.save_pretrained(str(tmp_path / "q35"))
-    _, drafter_dir = family_pair("qwen3_moe", root)
-    with pytest.raises(CheckpointError, match=rf"architecture '{arch}' is not supported: hybrid linear attention") as info:
-        TorchEngine.from_pretrained(tmp_path / "q35", drafter_dir, device="cpu", tokenizer=False)
-    assert "linear_attention" in str(info.value)
-    # the same layer type under a supported architecture name is refused for the same reason
-    raw = json.loads((tmp_path / "q35" / "config.json").read_text())
-    bad = dict(json.loads((family_pair("qwen3_moe", root)[0] / "config.json").read_text()), layer_types=text.layer_types)
-    (tmp_path / "mixed").mkdir()
-    (tmp_path / "mixed" / "config.json").write_text(json.dumps(bad))
-    with pytest.raises(CheckpointError, match=r"layer type\(s\) \['linear_attention'\], not supported: hybrid"):
-        ckpt.load_target_config(tmp_path / "mixed")
-    assert raw["architectures"] == [arch]
+def test_layer_types_a_family_does_not_run_are_refused(root, tmp_path):
+    """linear_attention layers under a family whose module has none (Qwen3-MoE), and a layer type transformers knows
+    but dflash-trt does not run under Qwen3.5: one error naming the layer type, from the config alone."""
+    base = json.loads((family_pair("qwen3_moe", root)[0] / "config.json").read_text())
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "config.json").write_text(json.dumps(dict(base, layer_types=["linear_attention", "full_attention"] * 2)))
+    with pytest.raises(CheckpointError, match=r"layer type\(s\) \['linear_attention'\], not supported: qwen3_moe's "
+                       r"transformers module has full_attention and sliding_attention layers only; 'linear_attention' "
+                       r"\(Gated DeltaNet\) layers run in the hybrid families' modules \(Qwen3_5ForCausalLM, "):
+        ckpt.load_target_config(mixed)
+    raw = json.loads((causal_target("qwen3_5_causal", root) / "config.json").read_text())
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text(json.dumps(dict(raw, layer_types=["linear_attention", "chunked_attention",
+                                                                        "full_attention", "linear_attention"])))
+    with pytest.raises(CheckpointError, match=r"layer type\(s\) \['chunked_attention'\], not supported: dflash-trt runs "
+                       r"full_attention, sliding_attention, linear_attention layers") as info:
+        ckpt.load_target_config(odd)
+    assert "\n" not in str(info.value)
+    # a sliding layer is one Qwen3.5's module does not have either
+    (odd / "config.json").write_text(json.dumps(dict(raw, sliding_window=WINDOW, layer_types=[
+        "linear_attention", "sliding_attention", "full_attention", "linear_attention"])))
+    with pytest.raises(CheckpointError, match=r"\['sliding_attention'\], not supported: qwen3_5's transformers module "
+                       r"has full_attention and linear_attention layers only"):
+        ckpt.load_target_config(odd)
 
 
 FP4 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])

@@ -1,11 +1,11 @@
-"""A target run by its family's own transformers module (gpt-oss, Qwen3-MoE, Gemma 4 text), against the engine's
-pre-allocated per-slot KV cache.
+"""A target run by its family's own transformers module (gpt-oss, Qwen3-MoE, Gemma 4 text, and the hybrids Qwen3.5,
+Qwen3.5-MoE and Qwen3-Next), against the engine's pre-allocated per-slot KV cache.
 
 `HfTarget` is a drop-in for `TargetModel` (same `forward` contract, `embed`, `logits`, `new_cache`, `tap_layer_ids`,
 `cfg`, `lm_head`, `rotary`, `fuse`): SpecStep, TorchEngine, the build's gate, bench and train-drafter use it unchanged.
 What the family does — attention sinks (gpt-oss), alternating sliding-window / full layers, MoE routing, YaRN or
-per-layer-type RoPE, Gemma's scaled embedding, per-layer inputs, KV sharing and final logit softcapping — is
-transformers' own code; dflash-trt supplies three things:
+per-layer-type RoPE, Gemma's scaled embedding, per-layer inputs, KV sharing, final logit softcapping, Qwen3.5's gated
+attention and Gated DeltaNet layers — is transformers' own code; dflash-trt supplies three things (four for hybrids):
 
 * the KV cache, `HfKVCache`: a `transformers.cache_utils.Cache` over a store allocated once, one tensor per layer
   `[slot, position, kv_head, head_dim]` (per layer because Gemma 4's full-attention layers have other head counts
@@ -17,12 +17,21 @@ transformers' own code; dflash-trt supplies three things:
   harmless), and for sliding layers also key position > query position - sliding_window (transformers'
   `sliding_window_overlay`). They are passed as 4-D masks in the form the attention implementation takes (bool for
   sdpa, additive float with finfo.min for eager, as masking_utils makes them), as a dict by layer type for families
-  whose model accepts one (gpt-oss, Gemma 4) and as one tensor for single-type models (Qwen3-MoE). Transformers
-  returns a prepared 4-D mask as it is.
-* positions: `position_ids` [N, T] = each slot's length + 0..T-1, so RoPE is per row.
+  whose model accepts one (gpt-oss, Gemma 4, the hybrids) and as one tensor for single-type models (Qwen3-MoE).
+  Transformers returns a prepared 4-D mask as it is.
+* positions: `position_ids` [N, T] = each slot's length + 0..T-1, so RoPE is per row (Qwen3.5's multimodal RoPE
+  gets the same position in its three sections, as transformers gives text tokens).
+* hybrid targets (`linear_attention` layers, Gated DeltaNet): the layers' conv and recurrent states per slot,
+  `LinearStates` (models/linear_states.py), behind the part of the Cache interface those layers call
+  (get/update_conv_state, get/update_recurrent_state). A forward records each linear layer's input (a forward
+  pre-hook) and leaves the state after all T tokens beside the committed one; at the start of the slot's next forward
+  the state is brought to the committed length, whatever the engine set it to (a kept verify prefix, a padded
+  prefill row's real length): a buffer swap, or a replay of the kept tokens through the same transformers layers. Their
+  mask is None (no 2-D padding mask: right padding never reaches a row's state, the rollback drops it). Draft trees
+  are not verified (`tree_verify` False): a tree's accepted path is not a prefix of what the layers ran.
 
 Attention implementation: what transformers picks on its own for the family on CPU, made explicit — sdpa where the
-model supports it (Qwen3-MoE, Gemma 4), eager where it does not (gpt-oss: its attention sinks are in its eager
+model supports it (Qwen3-MoE, Gemma 4, the hybrids), eager where it does not (gpt-oss: its attention sinks are in its eager
 function). Flash / flex attention are never requested (they need masks of their own kind).
 
 Taps are transformers' `hidden_states[i + 1]` exactly (the last after the final norm), from the same forward.
@@ -30,8 +39,10 @@ Taps are transformers' `hidden_states[i + 1]` exactly (the last after the final 
 Loading: `AutoModelForCausalLM`-style `from_pretrained` of the family's class (no remote code, safetensors only:
 `use_safetensors=True`, and a directory with only pickle weights is refused before transformers sees it), then every
 missing, unexpected or mis-shaped tensor is one CheckpointError (transformers' loading info), and every weight must be
-finite. A Gemma 4 `*ForConditionalGeneration` checkpoint loads its text model only (`model.language_model.*` mapped to
-`model.*`; the vision / audio towers' tensors are the only ones allowed to be left over). gpt-oss MXFP4 experts are
+finite. A Gemma 4 or Qwen3.5(-MoE) `*ForConditionalGeneration` checkpoint loads its text model only
+(`model.language_model.*` mapped to `model.*`, the LM head tied or not by the checkpoint's top-level flag; the vision /
+audio towers' tensors are the only ones allowed to be left over; transformers itself skips Qwen's multi-token-prediction
+`mtp.*` tensors, which dflash-trt does not use). gpt-oss MXFP4 experts are
 loaded by transformers' own MXFP4 integration with `Mxfp4Config(dequantize=True)`: dequantized to the run dtype,
 everywhere (its MXFP4 kernels come from the Hugging Face kernels hub at load time, which dflash-trt does not fetch).
 """
@@ -49,21 +60,22 @@ from transformers.cache_utils import Cache
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import CheckpointError
 from dflash_trt.models.kv_cache import SlotLengths, slot_view
+from dflash_trt.models.linear_states import LinearStates
 
 # Families whose transformers model takes a dict of masks by layer type (they read attention_mask[layer_type]).
-MASK_DICT_FAMILIES = ("gpt_oss", "gemma4")
+MASK_DICT_FAMILIES = ("gpt_oss", "gemma4", "qwen3_5", "qwen3_5_moe", "qwen3_next")
 # Tensors of a *ForConditionalGeneration checkpoint that belong to the towers dflash-trt does not serve.
 MULTIMODAL_TOWER_PREFIXES = ("model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio.",
-                             "model.multi_modal_projector.")
+                             "model.multi_modal_projector.", "model.visual.")
 
 
 class HfKVCache(SlotLengths, Cache):
     """The engine's KV cache behind transformers' Cache interface (see the module docstring). Same bookkeeping as
     `KVCache`: `lengths` [max_batch], `capacity`, `set_lengths`, `reset`; HfTarget.forward sets which rows and positions
-    one forward writes (`begin` / `end`)."""
+    one forward writes (`begin` / `end`). `linear`: the linear-attention layers' states of a hybrid target."""
 
     def __init__(self, shapes: list[tuple[int, int] | None], max_batch: int, capacity: int, dtype: torch.dtype,
-                 device: torch.device | str):
+                 device: torch.device | str, linear: LinearStates | None = None):
         super().__init__(layers=[])
         def store(shape: tuple[int, int] | None) -> torch.Tensor | None:
             return None if shape is None else torch.zeros(max_batch, capacity, *shape, dtype=dtype, device=device)
@@ -76,17 +88,60 @@ class HfKVCache(SlotLengths, Cache):
         self._where: tuple[torch.Tensor, torch.Tensor] | None = None
         self._rows: torch.Tensor | slice | None = None
         self._upto = 0
+        self.linear = linear
+        self._linear_rows: tuple[list[int], int] | None = None  # (host slots, T) of the running forward
 
     @property
     def max_batch(self) -> int:
         return self._max_batch
 
-    def begin(self, slots: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor | slice, upto: int) -> None:
-        """One forward writes rows `slots` at `positions` [N, T] and attends over positions 0..upto-1."""
+    def begin(self, slots: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor | slice, upto: int,
+              host_slots: list[int] | None = None) -> None:
+        """One forward writes rows `slots` at `positions` [N, T] and attends over positions 0..upto-1. A hybrid
+        target's linear-attention states are first brought to the rows' committed lengths (one host read of them)."""
+        if self.linear is not None:
+            host = list(host_slots) if host_slots is not None else slots.tolist()
+            self.linear.begin(slots, host, self.lengths[slots].tolist())
+            self._linear_rows = (host, positions.shape[1])
         self._where, self._rows, self._upto = (slots[:, None], positions), rows, upto
 
-    def end(self) -> None:
-        self._where, self._rows, self._upto = None, None, 0
+    def end(self, completed: bool = True) -> None:
+        if self.linear is not None and self._linear_rows is not None:
+            host, tokens = self._linear_rows
+            self.linear.end(host, tokens, completed)
+        self._where, self._rows, self._upto, self._linear_rows = None, None, 0, None
+
+    def reset(self) -> None:
+        super().reset()
+        if self.linear is not None:
+            self.linear.reset()
+
+    # linear-attention layers (Gated DeltaNet): their calls go to the per-slot states (models/linear_states.py)
+
+    def _linear(self) -> LinearStates:
+        if self.linear is None:
+            raise RuntimeError("HfKVCache: a linear-attention layer ran but this cache holds no linear-attention state "
+                               "(made for a target without such layers?)")
+        return self.linear
+
+    def is_recording_past(self, layer_idx: int) -> bool:
+        return self.linear is not None
+
+    def has_previous_state(self, layer_idx: int | None = None, state_idx: int | None = None) -> bool:
+        return self.linear is not None
+
+    def get_conv_state(self, layer_idx: int, state_idx: int = 0) -> torch.Tensor:
+        return self._linear().get_conv_state(layer_idx, state_idx)
+
+    def get_recurrent_state(self, layer_idx: int, state_idx: int = 0) -> torch.Tensor:
+        return self._linear().get_recurrent_state(layer_idx, state_idx)
+
+    def update_conv_state(self, conv_states: torch.Tensor, layer_idx: int, state_idx: int = 0, **kwargs) -> torch.Tensor:
+        return self._linear().update_conv_state(conv_states, layer_idx, state_idx, **kwargs)
+
+    def update_recurrent_state(self, recurrent_states: torch.Tensor, layer_idx: int, state_idx: int = 0,
+                               **kwargs) -> torch.Tensor:
+        return self._linear().update_recurrent_state(recurrent_states, layer_idx, state_idx, **kwargs)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         """key/value_states [N, Hkv, T, D] (transformers' layout) -> written at each row's positions; returns the rows'
@@ -108,6 +163,15 @@ class HfKVCache(SlotLengths, Cache):
 
     def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
         return self._upto, 0
+
+
+def _record_linear_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook of a linear-attention layer: its input, for the rollback (HfKVCache in HfTarget.forward only;
+    a replay passes the LinearStates itself and records nothing)."""
+    cache = kwargs.get("cache_params")
+    if isinstance(cache, HfKVCache) and cache.linear is not None:
+        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        cache.linear.record(module.layer_idx, hidden)
 
 
 class NoRotary:
@@ -141,7 +205,9 @@ def _model_class(cfg: ckpt.TargetConfig):
     """The family's *ForCausalLM class (for a multimodal checkpoint: the text model's)."""
     import transformers
 
-    name = {"gpt_oss": "GptOssForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma4": "Gemma4ForCausalLM"}[cfg.family]
+    name = {"gpt_oss": "GptOssForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma4": "Gemma4ForCausalLM",
+            "qwen3_5": "Qwen3_5ForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForCausalLM",
+            "qwen3_next": "Qwen3NextForCausalLM"}[cfg.family]
     return getattr(transformers, name)
 
 
@@ -160,6 +226,7 @@ class HfTarget(nn.Module):
     # SpecStep's CUDA graphs: not for this target. transformers' MoE experts pick the experts a batch hits on the host
     # (nonzero), and its forward keeps Python-side state; TorchEngine runs it eagerly (the device loop still works).
     graph_capturable = False
+    tree_verify = False  # forward(tree=...) is refused: draft trees are verified by the native target only
 
     def __init__(self, cfg: ckpt.TargetConfig, model: nn.Module):
         super().__init__()
@@ -176,6 +243,13 @@ class HfTarget(nn.Module):
         self.mask_dict = cfg.family in MASK_DICT_FAMILIES
         if not self.mask_dict and len(set(self.layer_types)) > 1:  # guarded in checkpoint; a loud check if not
             raise ValueError(f"{cfg.family}: mixed layer types need a model that takes masks by layer type")
+        # hybrid targets: each linear-attention layer's module, its input recorded for the rollback (a pre-hook that
+        # only acts when the layer runs against an HfKVCache inside HfTarget.forward)
+        self.linear_layers = {i: layer.linear_attn for i, (layer, kind) in enumerate(zip(self.decoder.layers,
+                                                                                          self.layer_types))
+                              if kind == "linear_attention"}
+        for module in self.linear_layers.values():
+            module.register_forward_pre_hook(_record_linear_input, with_kwargs=True)
 
     # ---- loading ---------------------------------------------------------------------------------------------------
 
@@ -254,11 +328,12 @@ class HfTarget(nn.Module):
         return logits
 
     def kv_shapes(self) -> list[tuple[int, int] | None]:
-        """(kv_heads, head_dim) of each layer's cache, None for layers that reuse another layer's K/V (Gemma 4)."""
+        """(kv_heads, head_dim) of each layer's cache, None for layers that reuse another layer's K/V (Gemma 4) and for
+        linear-attention layers (Qwen3.5)."""
         shapes: list[tuple[int, int] | None] = []
         for layer in self.decoder.layers:
-            attn = layer.self_attn
-            if getattr(attn, "is_kv_shared_layer", False):
+            attn = getattr(layer, "self_attn", None)  # None: a linear-attention layer (no K/V; a state, LinearStates)
+            if attn is None or getattr(attn, "is_kv_shared_layer", False):
                 shapes.append(None)
             else:
                 shapes.append((attn.k_proj.out_features // attn.head_dim, attn.head_dim))
@@ -270,17 +345,23 @@ class HfTarget(nn.Module):
 
     def new_cache(self, max_batch: int, capacity: int, device=None) -> HfKVCache:
         weight = self.hf.lm_head.weight
-        return HfKVCache(self.kv_shapes(), max_batch, capacity, weight.dtype, device or weight.device)
+        device = device or weight.device
+        linear = LinearStates(self.linear_layers, max_batch, weight.dtype, device) if self.linear_layers else None
+        return HfKVCache(self.kv_shapes(), max_batch, capacity, weight.dtype, device, linear)
 
     # ---- forward ---------------------------------------------------------------------------------------------------
 
     def _masks(self, positions: torch.Tensor, upto: int, dtype: torch.dtype):
-        """4-D masks [N, 1, T, upto] per layer type, in the attention implementation's form."""
+        """4-D masks [N, 1, T, upto] per layer type, in the attention implementation's form; None for linear-attention
+        layers (they take no mask: a row's right padding is rolled back out of its state, see LinearStates)."""
         keys = torch.arange(upto, device=positions.device)
         queries = positions[:, None, :, None]
         causal = keys <= queries
         masks = {}
         for layer_type in dict.fromkeys(self.layer_types):
+            if layer_type == "linear_attention":
+                masks[layer_type] = None
+                continue
             mask = causal if layer_type == "full_attention" else causal & (keys > queries - self.cfg.sliding_window)
             if self.eager:
                 mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
@@ -289,20 +370,26 @@ class HfTarget(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: HfKVCache, slots: torch.Tensor, *,
                 logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
-                host_slots: list[int] | None = None):
+                host_slots: list[int] | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None):
         """TargetModel.forward's contract: T new tokens per row at positions cache.lengths[slots] + 0..T-1 (right
-        padding allowed), lengths not advanced; returns (logits [N, K, V], features [N, T, taps * hidden] or None)."""
+        padding allowed), lengths not advanced; returns (logits [N, K, V], features [N, T, taps * hidden] or None).
+        Afterwards the caller may set each row's length to anything from its start to start + T (a hybrid target's
+        linear-attention states follow at the row's next forward). `tree` (draft-tree verification) is refused."""
+        if tree is not None:
+            raise ValueError(f"{self.cfg.family} (run by transformers) does not verify draft trees (tree_verify False)")
         n, t = input_ids.shape
         start = cache.lengths[slots]
         positions = start[:, None] + torch.arange(t, device=input_ids.device)
         upto = max_length if max_length is not None else int(positions[:, -1].max()) + 1
         masks = self._masks(positions, upto, self.hf.lm_head.weight.dtype)
-        cache.begin(slots, positions, slot_view(slots, host_slots), upto)
+        cache.begin(slots, positions, slot_view(slots, host_slots), upto, host_slots)
+        completed = False
         try:
             out = self.decoder(input_ids=input_ids, attention_mask=masks, position_ids=positions, past_key_values=cache,
                                use_cache=True, output_hidden_states=bool(tap))
+            completed = True
         finally:
-            cache.end()
+            cache.end(completed)
         features = torch.cat([out.hidden_states[i + 1] for i in self.tap_layer_ids], dim=-1) if tap else None
         h = out.last_hidden_state
         if logits_at is not None:
