@@ -13,21 +13,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_spec_lossless import (PROMPT, PROMPTS, SAMPLES, STEP_VARIANTS, _chi_square_pvalue, _engine, _exact_joint,
-                                _full_sequences, make_oracle)
+                                _full_sequences)
 
 from dflash_trt import SamplingParams
 from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import AutoBudget, CostTable, FixedChain, candidates
+from dflash_trt.spec.budget import AUTO_TREES, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, auto_drafts, candidates
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
 
 
-def flat_costs(block: int = 16, sizes=(1, 2, 4), k1: float = 1.0, drafting: float = 1.0) -> dict:
-    """Seconds per step: k1 for K = 1, `drafting` for every K >= 2 (the same at every batch size)."""
-    return {(n, k): (k1 if k == 1 else drafting) for n in sizes for k in candidates(block)}
+def chain(k: int) -> Draft:
+    return Draft("chain", k)
+
+
+def flat_costs(block: int = 16, sizes=(1, 2, 4), k1: float = 1.0, drafting: float = 1.0, trees=AUTO_TREES) -> dict:
+    """Seconds per step: k1 for K = 1, `drafting` for every other draft (the same at every batch size)."""
+    return {(n, d): (k1 if d == chain(1) else drafting) for n in sizes for d in auto_drafts(block, trees)}
 
 
 # ---- the choice --------------------------------------------------------------------------------------------------------
@@ -53,50 +57,76 @@ def test_candidates_and_draft_spec():
 
 
 def test_cost_table_interpolates_and_is_monotone():
-    t = CostTable({(1, 1): 1.0, (4, 1): 4.0, (1, 2): 2.0, (4, 2): 5.0}, refine=False)
-    assert t.cost(1, 1) == 1.0 and t.cost(2, 1) == pytest.approx(2.0) and t.cost(8, 1) == pytest.approx(8.0)
-    assert t.cost(3, 2) == pytest.approx(4.0)
-    m = CostTable.measured({(1, 1): 3.0, (1, 2): 2.0, (2, 1): 1.0, (2, 2): 4.0})
-    assert m.seconds == {(1, 1): 3.0, (1, 2): 3.0, (2, 1): 3.0, (2, 2): 4.0}  # noise cannot make more work cheaper
-    t.observe(1, 1, 2.0)
-    assert t.cost(1, 1) == 1.0  # refine=False: fixed
-    r = CostTable({(1, 1): 1.0}, refine=True)
-    r.observe(1, 1, 2.0)
-    assert 1.0 < r.cost(1, 1) < 2.0
+    c1, c2, t8, t16 = chain(1), chain(2), Draft("tree", 8), Draft("tree", 16)
+    t = CostTable({(1, c1): 1.0, (4, c1): 4.0, (1, c2): 2.0, (4, c2): 5.0}, refine=False)
+    assert t.cost(1, c1) == 1.0 and t.cost(2, c1) == pytest.approx(2.0) and t.cost(8, c1) == pytest.approx(8.0)
+    assert t.cost(3, c2) == pytest.approx(4.0)
+    m = CostTable.measured({(1, c1): 3.0, (1, c2): 2.0, (2, c1): 1.0, (2, c2): 4.0,
+                            (1, t8): 5.0, (1, t16): 4.0, (2, t8): 1.0})
+    # noise cannot make more work cheaper: a longer chain, a bigger tree, more rows (trees and chains apart)
+    assert m.seconds == {(1, c1): 3.0, (1, c2): 3.0, (2, c1): 3.0, (2, c2): 4.0, (1, t8): 5.0, (1, t16): 5.0,
+                         (2, t8): 5.0}
+    t.observe(1, c1, 2.0)
+    assert t.cost(1, c1) == 1.0  # refine=False: fixed
+    r = CostTable({(1, c1): 1.0}, refine=True)
+    r.observe(1, c1, 2.0)
+    assert 1.0 < r.cost(1, c1) < 2.0
+    with pytest.raises(ValueError, match="a Draft"):
+        CostTable({(1, 1): 1.0})
 
 
 def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():
-    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=1.2), refine=False))
-    assert budget.choose(["a"]) == 16  # nothing measured yet: the largest K measures every position
-    budget.observe("a", 16, [16, 16, 12, 16])
-    assert budget.choose(["a"]) == 16
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=1.2, trees=()), refine=False))
+    assert budget.choose(["a"]) == chain(16)  # nothing measured yet: the largest K measures every position
+    budget.observe("a", chain(16), [16, 16, 12, 16])
+    assert budget.choose(["a"]) == chain(16)
     assert budget.acceptance("a")[0] > 0.9
 
 
 def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3)
-    budget.observe("a", 16, [1] * 20)  # every first draft rejected
-    picks = [budget.choose(["a"]) for _ in range(6)]
+    budget.observe("a", chain(16), [1] * 20)  # every first draft rejected
+    picks = [budget.choose(["a"]).size for _ in range(6)]
     assert picks == [1, 1, 16, 1, 1, 16]  # AR, and one drafting window after every 3 at K = 1 (probe_every)
-    budget.observe("b", 16, [16] * 40)  # another request accepts everything: the global curve recovers ...
-    assert budget.choose(["b"]) == 16  # ... and b's own estimate says draft
+    budget.observe("b", chain(16), [16] * 40)  # another request accepts everything: the global curve recovers ...
+    assert budget.choose(["b"]) == chain(16)  # ... and b's own estimate says draft
     assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
 
 
 def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
-    costs = {(1, k): 1.0 + k / 16 for k in candidates(16)}
+    costs = {(1, chain(k)): 1.0 + k / 16 for k in candidates(16)}
     budget = AutoBudget(16, CostTable(costs, refine=False), prior=[0.5] * 15)
     budget.curve.accepted[0], budget.curve.trials[0] = 1, 2  # measured: 1 of 2, the prior's own 0.5
-    rates = {k: AutoBudget.expected_tokens([0.5] * 15, k) / costs[(1, k)] for k in candidates(16)}
+    rates = {k: AutoBudget.expected_tokens([0.5] * 15, k) / costs[(1, chain(k))] for k in candidates(16)}
     assert max(rates, key=rates.get) == 4
-    assert budget.choose(["x"]) == 4
+    assert budget.choose(["x"]) == chain(4)
 
 
-def test_fixed_chain_is_fixed():
-    chain = FixedChain(8)
-    chain.observe("a", 8, [1, 1, 1])
-    assert chain.choose(["a", "b"]) == 8 and chain.describe() == "chain:8"
+def test_fixed_is_fixed():
+    fixed = Fixed(chain(8))
+    fixed.observe("a", chain(8), [1, 1, 1])
+    assert fixed.choose(["a", "b"]) == chain(8) and fixed.describe() == "chain:8"
+    assert Fixed(Draft("tree", 32)).describe() == "tree:32"
+    assert Draft("tree", 32).max_tau(16) == 16 and Draft("tree", 5).max_tau(16) == 5 and chain(8).max_tau(16) == 8
+
+
+def test_auto_probes_trees_then_picks_them_when_they_accept_more():
+    """A tree size is probed once every tree_probe_every windows until measured; once its curve shows more accepted
+    tokens per second than any chain, auto picks it, and a tree that accepts no more than the chain is left alone."""
+    costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
+    costs[(1, Draft("tree", 32))] = 2.2  # a tree costs a bit more than a chain
+    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3)
+    budget.observe("a", chain(16), [4] * 10)  # the chain accepts 3 drafts a step
+    picks = [budget.choose(["a"]) for _ in range(6)]
+    assert [d.kind for d in picks] == ["chain", "chain", "tree", "chain", "chain", "tree"]
+    budget.observe("a", Draft("tree", 32), [8] * TREE_MEASURE_STEPS)  # the tree accepts 7
+    assert budget.acceptance("a", Draft("tree", 32))[3] > budget.acceptance("a", chain(16))[3]
+    assert [budget.choose(["a"]) for _ in range(4)] == [Draft("tree", 32)] * 4  # measured: no more probing
+    other = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3)
+    other.observe("a", chain(16), [4] * 10)
+    other.observe("a", Draft("tree", 32), [4] * TREE_MEASURE_STEPS)  # no better than the chain: not worth its cost
+    assert all(not other.choose(["a"]).tree for _ in range(6))
 
 
 # ---- lossless whatever K a window runs ----------------------------------------------------------------------------------
@@ -111,18 +141,19 @@ def variant(request):
     return window, library_ops(request.getfixturevalue("emu_lib")) if kind == "emulated" else reference_ops()
 
 
-class Scripted(FixedChain):
-    """K from a fixed cycle, one per window (every K, 1 included, switching every window)."""
+class Scripted(Fixed):
+    """K from a fixed cycle, one per window (every K, 1 included, switching every window); a Draft in the cycle is
+    run as it is (a tree)."""
 
     def __init__(self, ks):
-        super().__init__(max(ks))
+        super().__init__(chain(16))
         self.ks, self.i, self.seen = list(ks), 0, []
 
     def choose(self, requests):
         k = self.ks[self.i % len(self.ks)]
         self.i += 1
         self.seen.append(k)
-        return k
+        return k if isinstance(k, Draft) else chain(k)
 
 
 def scripted(engine: TorchEngine, ks) -> Scripted:
@@ -147,6 +178,25 @@ def test_any_k_sequence_is_lossless_greedy(make_pair, variant, batch):
         assert len(s.stats.ks) == len(s.stats.taus) and all(1 <= t <= k for t, k in zip(s.stats.taus, s.stats.ks))
     # whole blocks accepted after K = 1 windows too (the drafter's context and caches stayed right)
     assert any(t == k >= 4 for s in spec for t, k in zip(s.stats.taus, s.stats.ks))
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_chains_and_trees_mixed_are_lossless(make_pair, variant, batch):
+    """Windows switching between trees, K = 1 and chains (the drafter's context after a tree window is the accepted
+    path's features; after K = 1 the pending context), greedy and sampled."""
+    pair = make_pair(family="qwen3")
+    engine = _engine(pair, variant)
+    prompts = PROMPTS[:batch]
+    params = [SamplingParams(max_new_tokens=48, temperature=t, seed=i, ignore_eos=True)
+              for i, t in enumerate([0.0, 1.0, 0.0, 0.8][:batch])]
+    ar = engine.generate(prompts, params, use_drafter=False)
+    oracle = _engine(pair, variant, _full_sequences(prompts, ar), corrupt=0.15)
+    policy = scripted(oracle, [Draft("tree", 24), 1, 4, Draft("tree", 5), 16, Draft("tree", 64)])
+    spec = oracle.generate(prompts, params, draft="auto")
+    assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
+    assert {Draft("tree", 24), 1, 4, Draft("tree", 5)} <= set(policy.seen)
+    for s in spec:
+        assert len(s.stats.ks) == len(s.stats.taus) and all(1 <= t <= min(k, 16) for t, k in zip(s.stats.taus, s.stats.ks))
 
 
 def test_auto_is_lossless_greedy_sampled_and_with_stops(make_pair, variant):
@@ -202,6 +252,14 @@ def test_drafter_context_survives_k1_windows():
     assert [r.token_ids for r in mixed] == [r.token_ids for r in chain]
     after_k1 = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
     assert len(after_k1) >= 8 and np.mean(after_k1) > 0.75 * chain_tau, (np.mean(after_k1), chain_tau)
+    # and after tree windows (the drafter's next context = the accepted path's features, gathered from the tree)
+    scripted(engine, [Draft("tree", 32), 16])
+    mixed = engine.generate(prompts, params, draft="auto")
+    assert [r.token_ids for r in mixed] == [r.token_ids for r in chain]
+    after_tree = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
+    trees = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 32]
+    assert len(after_tree) >= 8 and np.mean(after_tree) > 0.75 * chain_tau, (np.mean(after_tree), chain_tau)
+    assert np.mean(trees) > chain_tau  # the tree accepts more than the chain on the trained drafter
 
 
 def test_auto_measures_costs_once_and_reports_k(make_pair):
@@ -210,7 +268,8 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     assert engine.draft_costs is None
     r1 = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), draft="auto")
     costs = dict(engine.draft_costs)
-    assert {(n, k) for n in (1, 2, 4) for k in candidates(16)} == set(costs) and all(v > 0 for v in costs.values())
+    drafts = auto_drafts(16, AUTO_TREES)  # chains and the trees auto considers on a native target
+    assert {(n, d) for n in (1, 2, 4) for d in drafts} == set(costs) and all(v > 0 for v in costs.values())
     engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=4), draft="auto")
     assert engine.draft_costs == costs  # measured once per engine
     ar = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), use_drafter=False)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from dflash_trt.engines.requests import Request, Result, StepEvent, finish_reason, resolve_draft
 from dflash_trt.errors import ConfigError, RequestError
-from dflash_trt.spec.budget import FixedChain
+from dflash_trt.spec.budget import Draft, Fixed
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.stats import Stats
 from dflash_trt.spec.step import SlotRequest
@@ -71,8 +71,10 @@ class BatchScheduler:
         self.runner = engine.step_runner
         self.spec = use_drafter and engine.drafter is not None
         kind, k = resolve_draft(draft, verify_len, engine.drafter.block_size if self.spec else None)
-        self.budget = engine.draft_budget(kind, k) if self.spec else FixedChain(1)  # plain AR: K = 1, no drafter
-        self.k = k  # the largest K a step verifies (chain: every step's; tree: its nodes)
+        # plain AR: chain:1 without the drafter
+        self.budget = engine.draft_budget(kind, k) if self.spec else Fixed(Draft("chain", 1))
+        self.k = k  # the largest K a step verifies (chain: every step's; tree: its nodes; auto: the block)
+        self.max_tau = Draft("tree", k).max_tau(engine.drafter.block_size) if kind == "tree" else k  # longest τ
         steps = engine.steps_per_sync if steps_per_sync is None else steps_per_sync
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= self.runner.max_window:
             raise ConfigError(f"steps_per_sync must be an integer in 1..{self.runner.max_window} (the engine's), got "
@@ -131,7 +133,7 @@ class BatchScheduler:
             raise RequestError(f"request id {request_id!r} is already in use; give each live request its own id")
         req = self.engine.prepare(request_id, prompt, params, label=label or f"request {request_id!r}",
                                   field_names=field_names)
-        live = _Live(req, Stats(verify_len=self.k))
+        live = _Live(req, Stats(verify_len=self.max_tau))
         self._ids[request_id] = live
         self._waiting.append(live)
 
@@ -253,17 +255,17 @@ class BatchScheduler:
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
-        k = self.budget.choose([live.request_id for live in batch])
-        out = self.runner.window(slots, k, self.spec, self.steps_per_sync, free=self._free, tree=self.budget.tree)
+        draft = self.budget.choose([live.request_id for live in batch])
+        out = self.runner.window(slots, draft.size, self.spec, self.steps_per_sync, free=self._free, tree=draft.tree)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
-        self.budget.observe_time(len(slots), k, elapsed / self.steps_per_sync)
+        self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync)
         events = []
         for live, new, taus, done in zip(batch, out.new_tokens, out.taus, out.done):
             live.outputs.extend(new)
             live.stats.taus.extend(taus)
-            live.stats.ks.extend([k] * len(taus))
-            self.budget.observe(live.request_id, k, taus)
+            live.stats.ks.extend([draft.size] * len(taus))
+            self.budget.observe(live.request_id, draft, taus)
             live.stats.decode_s += elapsed
             events.append(self._finish(live, new) if done else StepEvent(live.request_id, new, False))
         return events

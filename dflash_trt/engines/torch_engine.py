@@ -32,10 +32,9 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
-from dflash_trt.spec.budget import AcceptanceCounts, AutoBudget, CostTable, FixedChain, FixedTree
-from dflash_trt.spec.budget import candidates as budget_candidates
+from dflash_trt.spec.budget import AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, auto_drafts
 from dflash_trt.spec.sampling import SamplingParams
-from dflash_trt.spec.step import SpecStep
+from dflash_trt.spec.step import SpecStep, cache_headroom
 
 DEFAULT_MAX_SEQ_LEN = 2048  # when not given: this, or the target's max_position_embeddings if smaller
 __all__ = ["TorchEngine", "Result", "StepEvent", "resolve_device", "resolve_dtype", "check_cache_fits"]
@@ -103,7 +102,7 @@ class TorchEngine:
         self.decode_loop = decode_loop
         self.steps_per_sync = steps_per_sync if decode_loop == "device" else 1
         self.device = target.lm_head.weight.device
-        margin = drafter.block_size if drafter is not None else 1
+        margin = cache_headroom(target, drafter)
         shapes = list(target.cache_shapes())
         if drafter is not None:
             shapes.append((drafter.cfg.num_hidden_layers, drafter.cfg.num_key_value_heads, drafter.cfg.head_dim))
@@ -117,13 +116,17 @@ class TorchEngine:
                                     and getattr(target, "graph_capturable", True))
         # One user of the caches at a time: generate/stream calls from several threads run one after the other;
         # the scheduler that owns the caches is the latest one made (an older one refuses to step).
-        # The "auto" draft budget's inputs: seconds per step by (batch size, K), measured at the first auto scheduler
-        # unless given (tests give a fixed table, with refine_draft_costs False, for a deterministic choice); the
-        # prior acceptance curve per draft position (None: spec.budget.DEFAULT_PRIOR).
-        self.draft_costs: dict[tuple[int, int], float] | None = None
+        # The "auto" draft budget's inputs: seconds per step by (batch size, Draft), measured at the first auto
+        # scheduler unless given (tests give a fixed table, with refine_draft_costs False, for a deterministic
+        # choice); the prior acceptance curve per draft position (None: spec.budget.DEFAULT_PRIOR); the tree sizes
+        # auto considers (none where the target cannot verify trees).
+        self.draft_costs: dict[tuple[int, Draft], float] | None = None
         self.refine_draft_costs = True
         self.draft_prior: list[float] | None = None
-        self.draft_curve: AcceptanceCounts | None = None  # the drafter's acceptance, counted over every auto run
+        self.auto_trees: tuple[int, ...] = AUTO_TREES if self.step_runner.max_tree_nodes else ()
+        # the drafter's acceptance, counted over every auto run: chains, and per tree size
+        self.draft_curve: AcceptanceCounts | None = None
+        self.tree_curves: dict[int, AcceptanceCounts] = {}
         self._lock = threading.Lock()
         self._lock_thread: int | None = None
         self.cache_owner: object | None = None
@@ -194,23 +197,22 @@ class TorchEngine:
         return BatchScheduler(self, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync,
                               draft=draft)
 
-    def draft_budget(self, kind: str, k: int) -> FixedChain | AutoBudget:
+    def draft_budget(self, kind: str, k: int) -> Fixed | AutoBudget:
         """A new scheduler's draft budget: a fixed chain of K, a fixed tree of N nodes, or "auto" over a cost table of
         this engine's steps (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; each
         scheduler refines its own copy online)."""
-        if kind == "chain":
-            return FixedChain(k)
-        if kind == "tree":
-            if not self.step_runner.max_tree_nodes:
-                raise RequestError(f"draft 'tree:{k}': this target ({self.target.cfg.family}, run by transformers) "
-                                   "cannot verify draft trees yet; use 'chain:K' or 'auto'")
-            return FixedTree(k)
+        if kind == "tree" and not self.step_runner.max_tree_nodes:
+            raise RequestError(f"draft 'tree:{k}': this target ({self.target.cfg.family}, run by transformers) "
+                               "cannot verify draft trees yet; use 'chain:K' or 'auto'")
+        if kind != "auto":
+            return Fixed(Draft(kind, k))
         if self.draft_costs is None:
-            self.draft_costs = self.step_runner.measure_costs(budget_candidates(k))
+            self.draft_costs = self.step_runner.measure_costs(auto_drafts(k, self.auto_trees))
         if self.draft_curve is None:
             self.draft_curve = AcceptanceCounts.empty(k - 1)
         return AutoBudget(k, CostTable.measured(self.draft_costs, refine=self.refine_draft_costs),
-                          prior=self.draft_prior, curve=self.draft_curve)
+                          prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
+                          tree_curves=self.tree_curves)
 
     def prepare(self, request_id: Hashable, prompt, params: SamplingParams | None, *, label: str = "request",
                 field_names: dict[str, str] | None = None) -> Request:

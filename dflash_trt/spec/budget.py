@@ -1,39 +1,70 @@
-"""The draft budget: how many block slots K the target verifies in the next window, chosen per window.
+"""The draft budget: what the target verifies in the next window — a chain of K block slots or a draft tree of N
+nodes (`Draft`) — chosen per window.
 
-`FixedChain(k)` always verifies K slots (the `--draft chain:K` / `--verify-len K` behaviour). `AutoBudget` chooses K
-for the whole batch before every window, from candidates 1, 2, 4, 8, ... up to the drafter's block (K = 1: the
-target verifies only the last token — one AR step — while the drafter still takes in the context, so drafting can
-resume at the next window), to maximise expected accepted tokens per second:
+`Fixed(draft)` always runs the same draft (`--draft chain:K` / `--verify-len K`, `--draft tree:N`). `AutoBudget`
+chooses for the whole batch before every window, among chains of K = 1, 2, 4, 8, ... up to the drafter's block (K = 1:
+the target verifies only the last token — one AR step — while the drafter still takes in the context, so drafting can
+resume at the next window) and, where the target verifies trees, trees of a few sizes (`trees`), to maximise expected
+accepted tokens per second:
 
-    expected tokens of a step with K slots, per request r:  E_r(K) = 1 + sum_{i=1}^{K-1} prod_{j<=i} p_r(j)
-    chosen K = argmax_K  sum_r E_r(K) / cost(n, K)         (ties: the smaller K)
+    expected tokens of a step, per request r:  E_r(d) = 1 + sum_{i=1}^{D(d)-1} prod_{j<=i} p_r,d(j)
+    chosen d = argmax_d  sum_r E_r(d) / cost(n, d)         (ties: the cheaper, listed first: chains by K, then trees)
 
-p_r(j) is the probability that draft j is accepted given drafts 1..j-1 were: a per-request estimate shrunk toward the
-drafter's curve measured so far over every request of the engine (`AcceptanceCounts`, kept by the engine across
-schedulers), which is itself shrunk toward a prior (default: DEFAULT_PRIOR at every position). Every verified step
-updates the counts: with a = τ - 1 accepted drafts out of K - 1, drafts 1..a count as accepted and draft a + 1 (if
-it was verified) as rejected. cost(n, K) is seconds per step for a batch of n requests, from a table measured when the
-scheduler starts (`SpecStep.time_step` on this device and dtype, or given) and refined online from the windows' own
-times (an exponential average). Given the same cost table (`refine=False`) and the same observations the choice is
-deterministic, and it only needs the window's host read (τ per step per request) — no extra device sync.
+D(d) is the longest τ the draft allows (K for a chain; a tree's depth + 1). p_r,d(j) is the probability that depth j is
+accepted given depths 1..j-1 were: for chains, a per-request estimate shrunk toward the drafter's curve measured so far
+over every request of the engine (`AcceptanceCounts`, kept by the engine across schedulers), itself shrunk toward a
+prior (default: DEFAULT_PRIOR at every position); for a tree of N nodes the same two levels over the steps that ran
+that tree, shrunk toward the chain's estimate (a tree holds the chain's path and more, so the chain's curve is a
+conservative prior). Every verified step updates the counts of what it ran: with a = τ - 1 accepted, depths 1..a count
+as accepted and depth a + 1 (if the draft reached it) as rejected. cost(n, d) is seconds per step for a batch of n
+requests, from a table measured when the first auto scheduler starts (`SpecStep.time_step` on this device and dtype,
+or given) and refined online from the windows' own times (an exponential average). Given the same cost table
+(`refine=False`) and the same observations the choice is deterministic, and it only needs the window's host read (τ
+per step per request) — no extra device sync.
 
-Exploration: while the drafter's curve has no observations the window runs the largest K (it measures every
+Exploration: while the drafter's curve has no observations the window runs the largest chain (it measures every
 position); a request whose estimate keeps K at 1 is probed the same way after `probe_every` windows at K = 1 in a row,
-so a drafter that becomes useful again is noticed.
+so a drafter that becomes useful again is noticed; a tree size with fewer than TREE_MEASURE_STEPS observed steps runs
+one window in every `tree_probe_every`.
 
-The output never depends on K (every K is lossless: spec output = AR output), only the speed does.
+The output never depends on the draft (every draft is lossless: spec output = AR output), only the speed does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from dflash_trt.spec.tree import max_depth
 
 DEFAULT_PRIOR = 0.7  # prior probability that a draft is accepted given the ones before it were
 PRIOR_WEIGHT = 4.0  # pseudo-observations of the prior in the global estimate
 REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request's estimate
 REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
 COST_SMOOTHING = 0.2  # weight of a new window's time in the online cost average
+TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's global estimate
+TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
+AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
+
+
+class Draft(NamedTuple):
+    """What one step verifies: ("chain", K) the last token and K - 1 argmax drafts (K = 1: an AR step), or
+    ("tree", N) a draft tree of N nodes (spec/tree.py)."""
+
+    kind: str
+    size: int
+
+    @property
+    def tree(self) -> bool:
+        return self.kind == "tree"
+
+    def max_tau(self, block_size: int) -> int:
+        """The longest τ a step of this draft can have."""
+        return max_depth(self.size, block_size) + 1 if self.tree else self.size
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.size}"
 
 
 def powers_of_two_to(n: int) -> list[int]:
@@ -53,39 +84,39 @@ def candidates(block_size: int) -> list[int]:
 
 @dataclass
 class CostTable:
-    """Seconds per step, by batch size n and verified slots K, measured at a few batch sizes: linear interpolation
+    """Seconds per step, by batch size n and draft (a `Draft`), measured at a few batch sizes: linear interpolation
     between them (beyond the largest: proportional to n). Refined online (`observe`)."""
 
-    seconds: dict[tuple[int, int], float]  # (n, K) -> seconds per step
+    seconds: dict[tuple[int, Draft], float]  # (n, draft) -> seconds per step
     refine: bool = True
 
     def __post_init__(self):
-        for (n, k), s in self.seconds.items():
-            if not (isinstance(n, int) and n >= 1 and isinstance(k, int) and k >= 1 and s > 0):
-                raise ValueError(f"cost table entry ({n}, {k}) -> {s}: needs n >= 1, K >= 1, seconds > 0")
+        for (n, d), s in self.seconds.items():
+            if not (isinstance(n, int) and n >= 1 and isinstance(d, Draft) and d.size >= 1 and s > 0):
+                raise ValueError(f"cost table entry ({n}, {d!r}) -> {s}: needs n >= 1, a Draft, seconds > 0")
 
     @classmethod
-    def measured(cls, seconds: dict[tuple[int, int], float], refine: bool = True) -> "CostTable":
-        """A table from timings, made monotone (a step never costs less with more slots or more rows: a timing
-        that says so is noise), so noise cannot make a larger K look free."""
+    def measured(cls, seconds: dict[tuple[int, Draft], float], refine: bool = True) -> "CostTable":
+        """A table from timings, made monotone (a step never costs less with a longer chain, a bigger tree or more
+        rows: a timing that says so is noise), so noise cannot make a larger draft look free."""
         table = dict(seconds)
-        for n in sorted({n for n, _ in table}):
+        for n, kind in sorted({(n, d.kind) for n, d in table}):
             running = 0.0
-            for k in sorted(k for nn, k in table if nn == n):
-                running = table[(n, k)] = max(table[(n, k)], running)
-        for k in sorted({k for _, k in table}):
+            for d in sorted(d for nn, d in table if nn == n and d.kind == kind):
+                running = table[(n, d)] = max(table[(n, d)], running)
+        for d in sorted({d for _, d in table}):
             running = 0.0
-            for n in sorted(n for n, kk in table if kk == k):
-                running = table[(n, k)] = max(table[(n, k)], running)
+            for n in sorted(n for n, dd in table if dd == d):
+                running = table[(n, d)] = max(table[(n, d)], running)
         return cls(table, refine)
 
-    def sizes(self, k: int) -> list[int]:
-        return sorted(n for n, kk in self.seconds if kk == k)
+    def sizes(self, d: Draft) -> list[int]:
+        return sorted(n for n, dd in self.seconds if dd == d)
 
-    def cost(self, n: int, k: int) -> float:
+    def cost(self, n: int, k: Draft) -> float:
         sizes = self.sizes(k)
         if not sizes:
-            raise KeyError(f"no cost measured for K = {k}")
+            raise KeyError(f"no cost measured for {k}")
         if (n, k) in self.seconds:
             return self.seconds[(n, k)]
         lower = [s for s in sizes if s < n]
@@ -99,7 +130,7 @@ class CostTable:
         t = (n - a) / (b - a)
         return (1 - t) * self.seconds[(a, k)] + t * self.seconds[(b, k)]
 
-    def observe(self, n: int, k: int, seconds_per_step: float) -> None:
+    def observe(self, n: int, k: Draft, seconds_per_step: float) -> None:
         if not self.refine or seconds_per_step <= 0:
             return
         key = (n, k)
@@ -120,8 +151,8 @@ class AcceptanceCounts:
         return cls([0.0] * positions, [0.0] * positions)
 
     def add(self, k: int, tau: int, decay: float = 1.0) -> None:
-        """One step that verified K slots (K - 1 drafts) and accepted τ - 1 of them; the counts so far are
-        multiplied by `decay` first."""
+        """One step that could accept up to K - 1 drafts (a chain of K; a tree whose depth is K - 1) and accepted
+        τ - 1 of them; the counts so far are multiplied by `decay` first."""
         if decay != 1.0:
             self.accepted = [x * decay for x in self.accepted]
             self.trials = [x * decay for x in self.trials]
@@ -132,55 +163,51 @@ class AcceptanceCounts:
                 self.accepted[j] += 1
 
 
-class FixedChain:
-    """Always K verified slots."""
+class Fixed:
+    """Always the same draft."""
 
-    tree = False  # budgets whose k counts the nodes of a draft tree say so
+    def __init__(self, draft: Draft):
+        self.draft = draft
 
-    def __init__(self, k: int):
-        self.k = k
+    def choose(self, requests: Sequence[Hashable]) -> Draft:
+        return self.draft
 
-    def choose(self, requests: Sequence[Hashable]) -> int:
-        return self.k
-
-    def observe(self, request_id: Hashable, k: int, taus: Sequence[int]) -> None:
+    def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int]) -> None:
         pass
 
-    def observe_time(self, n: int, k: int, seconds_per_step: float) -> None:
+    def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
         pass
 
     def forget(self, request_id: Hashable) -> None:
         pass
 
     def describe(self) -> str:
-        return f"chain:{self.k}"
+        return str(self.draft)
 
 
-class FixedTree(FixedChain):
-    """Always a draft tree of N nodes (`--draft tree:N`, spec/tree.py)."""
-
-    tree = True
-
-    def describe(self) -> str:
-        return f"tree:{self.k}"
+def auto_drafts(block_size: int, trees: Sequence[int] = ()) -> list[Draft]:
+    """What auto chooses among: chains of 1, 2, 4, ... and the drafter's block; then trees of the given sizes."""
+    return [Draft("chain", k) for k in candidates(block_size)] + [Draft("tree", n) for n in trees]
 
 
 @dataclass
 class AutoBudget:
-    """Chooses K per window (see the module docstring)."""
-
-    tree = False
+    """Chooses the draft per window (see the module docstring)."""
 
     block_size: int
     cost: CostTable
     prior: Sequence[float] | None = None  # per draft position 1..B-1; default DEFAULT_PRIOR everywhere
     probe_every: int = 4
-    curve: AcceptanceCounts | None = None  # the drafter's counts over every request (shared; default: a new one)
-    _requests: dict = field(init=False, default_factory=dict)
+    curve: AcceptanceCounts | None = None  # the drafter's chain counts over every request (shared; default: new)
+    trees: Sequence[int] = ()  # tree sizes to choose among (() where the target cannot verify trees)
+    tree_curves: dict[int, AcceptanceCounts] | None = None  # per tree size, over every request (shared)
+    tree_probe_every: int = 8
+    _requests: dict = field(init=False, default_factory=dict)  # (request, draft kind/size key) -> AcceptanceCounts
     _at_one: dict = field(init=False, default_factory=dict)  # request -> windows in a row at K = 1
+    _windows: int = field(init=False, default=0)
 
     def __post_init__(self):
-        self.ks = candidates(self.block_size)
+        self.drafts = auto_drafts(self.block_size, self.trees)
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         if len(prior) < positions or not all(0 < p < 1 for p in prior[:positions]):
@@ -188,26 +215,33 @@ class AutoBudget:
         self._prior = prior[:positions]
         if self.curve is None:
             self.curve = AcceptanceCounts.empty(positions)
-        if len(self.curve.trials) != positions:
-            raise ValueError(f"the acceptance counts have {len(self.curve.trials)} positions, the block {positions}")
-        missing = [k for k in self.ks if not self.cost.sizes(k)]
+        if self.tree_curves is None:
+            self.tree_curves = {}
+        for n in self.trees:
+            self.tree_curves.setdefault(n, AcceptanceCounts.empty(positions))
+        if any(len(c.trials) != positions for c in [self.curve, *self.tree_curves.values()]):
+            raise ValueError(f"the acceptance counts must have {positions} positions (the block's drafts)")
+        missing = [str(d) for d in self.drafts if not self.cost.sizes(d)]
         if missing:
-            raise ValueError(f"the cost table has no entry for K = {missing}")
+            raise ValueError(f"the cost table has no entry for {', '.join(missing)}")
 
     # ---- estimates -------------------------------------------------------------------------------------------------
 
-    def acceptance(self, request_id: Hashable | None = None) -> list[float]:
-        """p(j) for draft positions 1..B-1: the global estimate, or a request's."""
-        g = [(PRIOR_WEIGHT * p + s) / (PRIOR_WEIGHT + n)
-             for p, s, n in zip(self._prior, self.curve.accepted, self.curve.trials)]
-        counts = self._requests.get(request_id) if request_id is not None else None
-        if counts is None:
-            return g
-        return [(REQUEST_WEIGHT * p + s) / (REQUEST_WEIGHT + n) for p, s, n in zip(g, counts.accepted, counts.trials)]
+    def acceptance(self, request_id: Hashable | None = None, draft: Draft = Draft("chain", 2)) -> list[float]:
+        """p(j) for depths 1..B-1 under `draft`'s kind (chains share one curve, each tree size has its own): the
+        global estimate, or a request's."""
+        g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+        key = "chain"
+        if draft.tree:
+            g = _shrink(g, self.tree_curves[draft.size], TREE_PRIOR_WEIGHT)
+            key = draft
+        counts = self._requests.get((request_id, key)) if request_id is not None else None
+        return g if counts is None else _shrink(g, counts, REQUEST_WEIGHT)
 
     @staticmethod
     def expected_tokens(p: Sequence[float], k: int) -> float:
-        """E[τ] of a step that verifies K slots: 1 + sum over i < K of the chance drafts 1..i are all accepted."""
+        """E[τ] of a step that can accept up to K - 1 drafts: 1 + sum over i < K of the chance depths 1..i are all
+        accepted."""
         total, run = 1.0, 1.0
         for j in range(k - 1):
             run *= p[j]
@@ -216,45 +250,59 @@ class AutoBudget:
 
     # ---- the choice ------------------------------------------------------------------------------------------------
 
-    def choose(self, requests: Sequence[Hashable]) -> int:
+    def choose(self, requests: Sequence[Hashable]) -> Draft:
         n = len(requests)
-        curves = [self.acceptance(r) for r in requests]
-        best_k, best_rate = self.ks[0], -1.0
-        for k in self.ks:
-            rate = sum(self.expected_tokens(p, k) for p in curves) / self.cost.cost(n, k)
+        self._windows += 1
+        largest = Draft("chain", self.block_size)
+        if not any(self.curve.trials):  # nothing measured yet: the largest chain measures every position
+            return largest
+        for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
+            if self.tree_curves[size].trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
+                return Draft("tree", size)
+        best, best_rate = self.drafts[0], -1.0
+        for d in self.drafts:
+            tau = d.max_tau(self.block_size)
+            rate = sum(self.expected_tokens(self.acceptance(r, d), tau) for r in requests) / self.cost.cost(n, d)
             if rate > best_rate * (1 + 1e-9):
-                best_k, best_rate = k, rate
-        if not any(self.curve.trials):  # nothing measured yet: the largest K measures every position
-            return self.ks[-1]
-        if best_k == 1:
+                best, best_rate = d, rate
+        if best.size == 1:
             runs = [self._at_one.get(r, 0) + 1 for r in requests]
             for r, c in zip(requests, runs):
                 self._at_one[r] = c
             if max(runs) >= self.probe_every:  # probe: one drafting window that measures every position
                 for r in requests:
                     self._at_one[r] = 0
-                return self.ks[-1]
+                return largest
         else:
             for r in requests:
                 self._at_one[r] = 0
-        return best_k
+        return best
 
-    def observe(self, request_id: Hashable, k: int, taus: Sequence[int]) -> None:
-        if k < 2:
+    def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int]) -> None:
+        if draft.size < 2:
             return
-        counts = self._requests.get(request_id)
+        key = draft if draft.tree else "chain"
+        counts = self._requests.get((request_id, key))
         if counts is None:
-            counts = self._requests[request_id] = AcceptanceCounts.empty(self.block_size - 1)
+            counts = self._requests[(request_id, key)] = AcceptanceCounts.empty(self.block_size - 1)
+        shared = self.tree_curves[draft.size] if draft.tree else self.curve
+        k = draft.max_tau(self.block_size)
         for tau in taus:
             counts.add(k, tau, REQUEST_DECAY)
-            self.curve.add(k, tau)
+            shared.add(k, tau)
 
-    def observe_time(self, n: int, k: int, seconds_per_step: float) -> None:
-        self.cost.observe(n, k, seconds_per_step)
+    def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
+        self.cost.observe(n, draft, seconds_per_step)
 
     def forget(self, request_id: Hashable) -> None:
-        self._requests.pop(request_id, None)
+        for key in [k for k in self._requests if k[0] == request_id]:
+            del self._requests[key]
         self._at_one.pop(request_id, None)
 
     def describe(self) -> str:
         return "auto"
+
+
+def _shrink(toward: Sequence[float], counts: AcceptanceCounts, weight: float) -> list[float]:
+    """Per position: (weight * toward + accepted) / (weight + trials)."""
+    return [(weight * p + s) / (weight + n) for p, s, n in zip(toward, counts.accepted, counts.trials)]

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Stats:
-    verify_len: int = 1  # K: slots verified per step (1 = plain AR); with a draft budget that varies K, the largest
+    # K: slots verified per step (1 = plain AR), the largest τ a step can have; with a draft budget that varies K, the
+    # largest; for a draft tree of N nodes, its depth + 1 (ks then records N, the tokens each step verified)
+    verify_len: int = 1
     taus: list[int] = field(default_factory=list)  # one per decode step of one sequence
     ks: list[int] = field(default_factory=list)  # K of each step (when recorded: the draft budget may vary it)
     new_tokens: int = 0

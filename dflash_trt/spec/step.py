@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from dflash_trt.kernels.ops import StepOps, ops_for
-from dflash_trt.spec.budget import powers_of_two_to
+from dflash_trt.spec.budget import Draft, powers_of_two_to
 from dflash_trt.spec.sampling import seed_keys
 from dflash_trt.spec.tree import MAX_TREE_NODES, DraftTree, build_tree, max_depth
 
@@ -49,6 +49,15 @@ def length_bucket(length: int, capacity: int) -> int:
     while b < length:
         b *= 2
     return min(b, capacity)
+
+
+def cache_headroom(target, drafter) -> int:
+    """Positions each slot's caches keep past max_seq_len: a verify block (or a draft tree, verified at consecutive
+    positions before its accepted path is compacted: native targets only, `tree_verify`) and prefill padding write
+    entries past the kept length."""
+    if drafter is None:
+        return 1
+    return max(drafter.block_size, MAX_TREE_NODES if getattr(target, "tree_verify", False) else 0)
 
 
 @dataclass
@@ -84,11 +93,9 @@ class SpecStep:
         n = max_batch_size
         self.max_batch_size, self.max_seq_len, self.max_window = n, max_seq_len, max_window
         self.block_size = drafter.block_size if drafter is not None else 1  # the largest K
-        # Trees verify their nodes at consecutive cache positions before compacting the accepted path: native targets
-        # only (models.target.TargetModel.tree_verify), up to MAX_TREE_NODES nodes.
+        # Draft trees: native targets only (models.target.TargetModel.tree_verify), up to MAX_TREE_NODES nodes.
         self.max_tree_nodes = MAX_TREE_NODES if drafter is not None and getattr(target, "tree_verify", False) else 0
-        # Headroom past max_seq_len: a verify block (or tree) and prefill padding write entries past the kept length.
-        capacity = max_seq_len + max(self.block_size, self.max_tree_nodes)
+        capacity = max_seq_len + cache_headroom(target, drafter)
         self.target_cache = target.new_cache(n, capacity)
         self.drafter_cache = drafter.new_cache(n, capacity) if drafter is not None else None
         if drafter is not None:
@@ -336,10 +343,11 @@ class SpecStep:
     # ---- cost of a step (the draft budget's cost table) --------------------------------------------------------------
 
     @torch.inference_mode()
-    def time_step(self, n: int, k: int, spec: bool = True, length: int = 256, repeats: int = 5) -> float:
-        """Median seconds of one eager step of `n` slots verifying `k` slots, at cache length `length` with dummy
-        tokens (what `AutoBudget`'s cost table starts from). Uses slots 0..n-1, which must be free: their state is
-        reset afterwards (empty caches, done)."""
+    def time_step(self, n: int, k: int, spec: bool = True, length: int = 256, repeats: int = 5,
+                  tree: bool = False) -> float:
+        """Median seconds of one eager step of `n` slots verifying `k` slots (tree: a draft tree of k nodes), at cache
+        length `length` with dummy tokens (what `AutoBudget`'s cost table starts from). Uses slots 0..n-1, which must
+        be free: their state is reset afterwards (empty caches, done)."""
         dev = self.device
         n = min(n, self.max_batch_size)
         rows = torch.arange(n, device=dev)
@@ -366,7 +374,7 @@ class SpecStep:
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             t0 = time.perf_counter()
-            self._step(rows, k, spec, length + k, False)
+            self._step(rows, k, spec, length + k, False, tree)
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             if i:
@@ -380,7 +388,8 @@ class SpecStep:
             self.context_counts[rows] = 0
         return sorted(times)[len(times) // 2]
 
-    def measure_costs(self, ks: list[int], length: int = 256) -> dict[tuple[int, int], float]:
-        """(n, K) -> seconds per step for n in the batch buckets and every K in `ks` (K = 1: the drafter only takes in
-        context). All slots must be free."""
-        return {(n, k): self.time_step(n, k, True, length) for n in bucket_sizes(self.max_batch_size) for k in ks}
+    def measure_costs(self, drafts: list[Draft], length: int = 256) -> dict[tuple[int, Draft], float]:
+        """(n, draft) -> seconds per step for n in the batch buckets and every draft (chain:1: the drafter only takes
+        in context). All slots must be free."""
+        return {(n, d): self.time_step(n, d.size, True, length, tree=d.tree)
+                for n in bucket_sizes(self.max_batch_size) for d in drafts}
