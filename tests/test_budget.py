@@ -112,20 +112,26 @@ def test_fixed_is_fixed():
 
 
 def test_auto_probes_trees_then_picks_them_when_they_accept_more():
-    """A tree size is probed once every tree_probe_every windows until measured; once its curve shows more accepted
-    tokens per second than any chain, auto picks it, and a tree that accepts no more than the chain is left alone."""
+    """A tree size is probed once every tree_probe_every windows until measured. Its estimate is the chain's times the
+    lift measured on the tree's own steps (tree vs its argmax chain, paired): a tree that accepts more than its chain
+    would have is picked, one that accepts the same is not worth its cost; tree steps teach the chain estimate too."""
     costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
     costs[(1, Draft("tree", 32))] = 2.2  # a tree costs a bit more than a chain
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3)
     budget.observe("a", chain(16), [4] * 10)  # the chain accepts 3 drafts a step
     picks = [budget.choose(["a"]) for _ in range(6)]
     assert [d.kind for d in picks] == ["chain", "chain", "tree", "chain", "chain", "tree"]
-    budget.observe("a", Draft("tree", 32), [8] * TREE_MEASURE_STEPS)  # the tree accepts 7
-    assert budget.acceptance("a", Draft("tree", 32))[3] > budget.acceptance("a", chain(16))[3]
+    before = budget.curve.trials[0]
+    # the tree accepts 7 where its argmax chain (6 deep in the tree) would have accepted 3
+    budget.observe("a", Draft("tree", 32), [8] * TREE_MEASURE_STEPS, [(7, 4)] * TREE_MEASURE_STEPS)
+    assert budget.curve.trials[0] == before + TREE_MEASURE_STEPS  # the chain estimate learnt from the tree's steps
+    assert budget.lift(32)[3] > 1.5 and budget.lift(32)[0] == pytest.approx(1.0, abs=0.05)
+    assert budget.acceptance("a", Draft("tree", 32))[3] > 2 * budget.acceptance("a", chain(16))[3]
     assert [budget.choose(["a"]) for _ in range(4)] == [Draft("tree", 32)] * 4  # measured: no more probing
     other = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3)
     other.observe("a", chain(16), [4] * 10)
-    other.observe("a", Draft("tree", 32), [4] * TREE_MEASURE_STEPS)  # no better than the chain: not worth its cost
+    other.observe("a", Draft("tree", 32), [4] * TREE_MEASURE_STEPS, [(7, 4)] * TREE_MEASURE_STEPS)  # no better
+    assert all(0.95 < x < 1.05 for x in other.lift(32))
     assert all(not other.choose(["a"]).tree for _ in range(6))
 
 

@@ -202,3 +202,24 @@ def test_multimodal_checkpoint_tied_head_and_mtp_tensors(pair, tmp_path):
     ids = torch.tensor([prompts()[0]])
     logits, _ = target(ids, target.new_cache(1, 32), torch.tensor([0]))
     close(logits[0], hf(ids, use_cache=False).logits[0], msg="tied multimodal checkpoint")
+
+
+def test_memory_check_counts_the_states(pair, monkeypatch):
+    """The per-slot states are what LinearStates allocates, and the engine's memory check counts them."""
+    target = load_target(pair[0])
+    cache = target.new_cache(3, 32)
+    linear = cache.linear
+    allocated = sum(t.numel() * t.element_size() for d in (linear.conv, linear.recurrent) for t in d.values())
+    assert target.state_bytes_per_slot() == allocated // 3 > 0
+    import dflash_trt.engines.torch_engine as te
+
+    seen = {}
+    real = te.check_cache_fits
+
+    def spy(*args, **kwargs):
+        seen["state"] = args[5] if len(args) > 5 else kwargs.get("state_bytes_per_slot")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(te, "check_cache_fits", spy)
+    TorchEngine.from_pretrained(pair[0], pair[1], device="cpu", tokenizer=False, max_batch_size=2, max_seq_len=64)
+    assert seen["state"] == allocated // 3

@@ -26,7 +26,7 @@ from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import reference_ops
 from dflash_trt.kernels.sample_accept import accept_tokens
 from dflash_trt.kernels.tree_accept import compact_kv, tree_accept
-from dflash_trt.spec.tree import MAX_TREE_NODES, build_tree, chain_tree, max_depth
+from dflash_trt.spec.tree import MAX_TREE_NODES, build_tree, chain_equivalent, chain_tree, max_depth
 from test_spec_lossless import (PROMPT, PROMPTS, SAMPLES, VOCAB, _chi_square_pvalue, _engine, _exact_joint,  # noqa: F401
                                 _full_sequences, family_pair, step_variant)
 
@@ -98,6 +98,50 @@ def test_build_tree_depth_and_chain_limits():
     assert int(big.depth.max()) <= 15
     assert max_depth(64, 16) == 15 and max_depth(5, 16) == 4
     assert torch.equal(chain_tree(torch.tensor([[4, 5, 6]])).ancestors[0].long(), torch.tril(torch.ones(3, 3)).long())
+
+
+@pytest.mark.parametrize("num_nodes", [2, 6, 16, 40])
+def test_argmax_chain_inside_the_tree(num_nodes):
+    """chain_depth = how far the drafter's argmax chain can be walked inside the tree; chain_equivalent = how many of
+    the accepted path's leading depths follow it (what a chain draft would have accepted on the same step)."""
+    g = torch.Generator().manual_seed(num_nodes)
+    logits = torch.randn(6, 7, 9, generator=g)
+    tree = build_tree(logits, torch.zeros(6, dtype=torch.long), num_nodes)
+    width = max_depth(num_nodes, 8) + 1
+    assert torch.equal(tree.argmax, logits[:, : width - 1].argmax(-1))
+    target = torch.randint(0, 9, (6, num_nodes), generator=g)
+    for b in range(6):  # make the target follow the argmax chain for a while, then the tree's side branches
+        kids = {i: [c for c in range(num_nodes) if tree.parents[b, c] == i] for i in range(num_nodes)}
+        node = 0
+        for d in range(b % 4):
+            nxt = [c for c in kids[node] if tree.tokens[b, c] == tree.argmax[b, d]]
+            if not nxt:
+                break
+            target[b, node] = tree.argmax[b, d]
+            node = nxt[0]
+        if kids[node]:
+            target[b, node] = tree.tokens[b, kids[node][-1]]
+    path, res = tree_accept(tree.tokens, tree.parents, tree.depth, target, torch.full((6, 1), -1),
+                            torch.full((6,), 99), width)
+    got = chain_equivalent(tree, path, res.accepted)
+    for b in range(6):
+        node, depth = 0, 0  # walk the argmax chain in the tree
+        while depth < width - 1:
+            nxt = [c for c in range(num_nodes) if tree.parents[b, c] == node and tree.tokens[b, c] == tree.argmax[b, depth]]
+            if not nxt:
+                break
+            node, depth = nxt[0], depth + 1
+        assert int(tree.chain_depth[b]) == depth
+        a = int(res.accepted[b])
+        follows = 0
+        while follows < a and int(tree.tokens[b, path[b, follows + 1]]) == int(tree.argmax[b, follows]):
+            follows += 1
+        assert int(got[b]) == follows
+    chain = chain_tree(torch.tensor([[0, 3, 4, 5]]))
+    assert int(chain.chain_depth[0]) == 3
+    _, r = tree_accept(chain.tokens, chain.parents, chain.depth, torch.tensor([[3, 4, 7, 1]]), torch.full((1, 1), -1),
+                       torch.tensor([9]), 4)
+    assert int(r.accepted[0]) == 2 and int(chain_equivalent(chain, _, r.accepted)[0]) == 2
 
 
 # ---- the target's tree verify ------------------------------------------------------------------------------------------

@@ -261,11 +261,12 @@ class BatchScheduler:
         self.decode_s += elapsed
         self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync)
         events = []
-        for live, new, taus, done in zip(batch, out.new_tokens, out.taus, out.done):
+        chains = out.chain_equivalent or [()] * len(batch)
+        for live, new, taus, done, chain in zip(batch, out.new_tokens, out.taus, out.done, chains):
             live.outputs.extend(new)
             live.stats.taus.extend(taus)
             live.stats.ks.extend([draft.size] * len(taus))
-            self.budget.observe(live.request_id, draft, taus)
+            self.budget.observe(live.request_id, draft, taus, chain)
             live.stats.decode_s += elapsed
             events.append(self._finish(live, new) if done else StepEvent(live.request_id, new, False))
         return events

@@ -32,7 +32,8 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
-from dflash_trt.spec.budget import AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, auto_drafts
+from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, TreeCounts,
+                                    auto_drafts)
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep, cache_headroom
 
@@ -63,11 +64,12 @@ def resolve_dtype(dtype: str | torch.dtype | None, default: torch.dtype) -> torc
 
 
 def check_cache_fits(shapes: list[tuple[int, int, int]], max_batch: int, capacity: int, dtype: torch.dtype,
-                     device: torch.device) -> None:
-    """The KV caches (K and V for each (layers, kv_heads, head_dim) in `shapes`, max_batch x capacity positions) must
-    fit in the device's memory: a ConfigError naming the size and the fix instead of an allocator traceback."""
+                     device: torch.device, state_bytes_per_slot: int = 0) -> None:
+    """The KV caches (K and V for each (layers, kv_heads, head_dim) in `shapes`, max_batch x capacity positions) and
+    any per-slot state (a hybrid target's recurrent states) must fit in the device's memory: a ConfigError naming the
+    size and the fix instead of an allocator traceback."""
     per_position = sum(2 * layers * heads * dim for layers, heads, dim in shapes) * dtype.itemsize
-    need = per_position * max_batch * capacity
+    need = (per_position * capacity + state_bytes_per_slot) * max_batch
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
     else:
@@ -106,7 +108,8 @@ class TorchEngine:
         shapes = list(target.cache_shapes())
         if drafter is not None:
             shapes.append((drafter.cfg.num_hidden_layers, drafter.cfg.num_key_value_heads, drafter.cfg.head_dim))
-        check_cache_fits(shapes, max_batch_size, max_seq_len + margin, target.lm_head.weight.dtype, self.device)
+        check_cache_fits(shapes, max_batch_size, max_seq_len + margin, target.lm_head.weight.dtype, self.device,
+                         target.state_bytes_per_slot())
         ops = ops or ops_for(self.device)
         # CUDA graphs need the kernels (the references read sampling flags on the host) and a capturable target
         # (a transformers-backed one is not: its MoE routing reads expert counts on the host).
@@ -126,7 +129,7 @@ class TorchEngine:
         self.auto_trees: tuple[int, ...] = AUTO_TREES if self.step_runner.max_tree_nodes else ()
         # the drafter's acceptance, counted over every auto run: chains, and per tree size
         self.draft_curve: AcceptanceCounts | None = None
-        self.tree_curves: dict[int, AcceptanceCounts] = {}
+        self.tree_curves: dict[int, TreeCounts] = {}
         self._lock = threading.Lock()
         self._lock_thread: int | None = None
         self.cache_owner: object | None = None

@@ -156,6 +156,11 @@ class HfKVCache(SlotLengths, Cache):
         rows, upto = self._rows, self._upto
         return k_store[rows, :upto].transpose(1, 2), v_store[rows, :upto].transpose(1, 2)
 
+    def kv_stores(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(K, V) of each layer that has a store, as [1, slot, position, kv_head, head_dim] views (compact_kv's
+        layout; KVCache.kv_stores)."""
+        return [(k[None], v[None]) for k, v in zip(self.k_layers, self.v_layers) if k is not None]
+
     def get_seq_length(self, layer_idx: int = 0) -> int:
         """The longest committed length (lengths differ per slot: HfTarget always passes position_ids and masks, so
         transformers never needs this to place tokens)."""
@@ -342,6 +347,10 @@ class HfTarget(nn.Module):
     def cache_shapes(self) -> list[tuple[int, int, int]]:
         """(layers, kv_heads, head_dim) groups for TorchEngine's memory check."""
         return [(1, h, d) for s in self.kv_shapes() if s for h, d in [s]]
+
+    def state_bytes_per_slot(self) -> int:
+        """Per-slot memory besides the KV cache: the linear-attention layers' states (hybrid targets), else 0."""
+        return LinearStates.bytes_per_slot(self.linear_layers, self.hf.lm_head.weight.dtype) if self.linear_layers else 0
 
     def new_cache(self, max_batch: int, capacity: int, device=None) -> HfKVCache:
         weight = self.hf.lm_head.weight

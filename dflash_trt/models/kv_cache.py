@@ -38,6 +38,10 @@ class KVCache(SlotLengths):
     def max_batch(self) -> int:
         return self.k.shape[1]
 
+    def kv_stores(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(K, V) tensors [layers, slot, position, kv_head, head_dim] holding every layer (what compact_kv moves)."""
+        return [(self.k, self.v)]
+
     @staticmethod
     def where(slots: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The write index of slots [N] at positions [N, T], made once per forward for every layer's `write`."""

@@ -93,6 +93,12 @@ class LinearStates:
     transformers' Cache interface those layers call (see the module docstring). Owned by HfKVCache, which forwards
     the layers' calls here; during a replay this object is itself the layers' `cache_params`."""
 
+    @staticmethod
+    def bytes_per_slot(modules: dict[int, nn.Module], dtype: torch.dtype) -> int:
+        """Memory one slot's states take (both buffers), for the engine's memory check."""
+        return sum(2 * (m.conv_dim * m.conv_kernel_size * dtype.itemsize
+                        + m.num_v_heads * m.head_k_dim * m.head_v_dim * 4) for m in modules.values())
+
     def __init__(self, modules: dict[int, nn.Module], max_batch: int, dtype: torch.dtype, device: torch.device | str):
         self.modules = modules  # layer index -> its linear-attention module (transformers' GatedDeltaNet)
         self.conv: dict[int, torch.Tensor] = {}  # [2, slot, conv channels, conv kernel] (two buffers per slot)

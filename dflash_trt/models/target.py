@@ -97,6 +97,10 @@ class TargetModel(nn.Module):
         """(layers, kv_heads, head_dim) of the KV cache, for TorchEngine's memory check."""
         return [(self.cfg.num_hidden_layers, self.cfg.num_key_value_heads, self.cfg.head_dim)]
 
+    def state_bytes_per_slot(self) -> int:
+        """Per-slot memory besides the KV cache (hybrid targets' recurrent states): none here."""
+        return 0
+
     def new_cache(self, max_batch: int, capacity: int, device=None) -> KVCache:
         weight = self.model.embed_tokens.weight
         return KVCache(self.cfg.num_hidden_layers, max_batch, capacity, self.cfg.num_key_value_heads, self.cfg.head_dim,

@@ -11,12 +11,16 @@ accepted tokens per second:
     chosen d = argmax_d  sum_r E_r(d) / cost(n, d)         (ties: the cheaper, listed first: chains by K, then trees)
 
 D(d) is the longest τ the draft allows (K for a chain; a tree's depth + 1). p_r,d(j) is the probability that depth j is
-accepted given depths 1..j-1 were: for chains, a per-request estimate shrunk toward the drafter's curve measured so far
-over every request of the engine (`AcceptanceCounts`, kept by the engine across schedulers), itself shrunk toward a
-prior (default: DEFAULT_PRIOR at every position); for a tree of N nodes the same two levels over the steps that ran
-that tree, shrunk toward the chain's estimate (a tree holds the chain's path and more, so the chain's curve is a
-conservative prior). Every verified step updates the counts of what it ran: with a = τ - 1 accepted, depths 1..a count
-as accepted and depth a + 1 (if the draft reached it) as rejected. cost(n, d) is seconds per step for a batch of n
+accepted given depths 1..j-1 were. For chains: a per-request estimate shrunk toward the drafter's curve measured so
+far over every request of the engine (`AcceptanceCounts`, kept by the engine across schedulers), itself shrunk toward
+a prior (default: DEFAULT_PRIOR at every position). Every verified step updates the counts: with a = τ - 1 accepted,
+depths 1..a count as accepted and depth a + 1 (if the draft reached it) as rejected. A tree step counts twice: as a
+tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as it lies in the tree) would
+have been (`SpecStep` reports what that chain would have accepted), so the chain estimate keeps learning while trees
+run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of the tree's acceptance to
+its argmax chain's, counted on the same tree steps (`TreeCounts`), each shrunk toward the chain's global estimate —
+a paired comparison, so it does not depend on which text trees happened to be chosen for. cost(n, d) is seconds per
+step for a batch of n
 requests, from a table measured when the first auto scheduler starts (`SpecStep.time_step` on this device and dtype,
 or given) and refined online from the windows' own times (an exponential average). Given the same cost table
 (`refine=False`) and the same observations the choice is deterministic, and it only needs the window's host read (τ
@@ -43,7 +47,8 @@ PRIOR_WEIGHT = 4.0  # pseudo-observations of the prior in the global estimate
 REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request's estimate
 REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
 COST_SMOOTHING = 0.2  # weight of a new window's time in the online cost average
-TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's global estimate
+TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
+MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
 
@@ -139,6 +144,14 @@ class CostTable:
 
 
 @dataclass
+class TreeCounts:
+    """A tree size's steps, counted twice: what the tree accepted, and what its argmax chain would have."""
+
+    tree: "AcceptanceCounts"
+    chain: "AcceptanceCounts"
+
+
+@dataclass
 class AcceptanceCounts:
     """Per draft position j (0-based): steps that verified draft j + 1 after accepting drafts 1..j, and how many of
     them accepted it."""
@@ -172,7 +185,8 @@ class Fixed:
     def choose(self, requests: Sequence[Hashable]) -> Draft:
         return self.draft
 
-    def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int]) -> None:
+    def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
+                chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
         pass
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
@@ -200,9 +214,9 @@ class AutoBudget:
     probe_every: int = 4
     curve: AcceptanceCounts | None = None  # the drafter's chain counts over every request (shared; default: new)
     trees: Sequence[int] = ()  # tree sizes to choose among (() where the target cannot verify trees)
-    tree_curves: dict[int, AcceptanceCounts] | None = None  # per tree size, over every request (shared)
+    tree_curves: dict[int, TreeCounts] | None = None  # per tree size, over every request (shared)
     tree_probe_every: int = 8
-    _requests: dict = field(init=False, default_factory=dict)  # (request, draft kind/size key) -> AcceptanceCounts
+    _requests: dict = field(init=False, default_factory=dict)  # request -> its chain AcceptanceCounts
     _at_one: dict = field(init=False, default_factory=dict)  # request -> windows in a row at K = 1
     _windows: int = field(init=False, default=0)
 
@@ -218,8 +232,9 @@ class AutoBudget:
         if self.tree_curves is None:
             self.tree_curves = {}
         for n in self.trees:
-            self.tree_curves.setdefault(n, AcceptanceCounts.empty(positions))
-        if any(len(c.trials) != positions for c in [self.curve, *self.tree_curves.values()]):
+            self.tree_curves.setdefault(n, TreeCounts(AcceptanceCounts.empty(positions), AcceptanceCounts.empty(positions)))
+        counts = [self.curve] + [c for t in self.tree_curves.values() for c in (t.tree, t.chain)]
+        if any(len(c.trials) != positions for c in counts):
             raise ValueError(f"the acceptance counts must have {positions} positions (the block's drafts)")
         missing = [str(d) for d in self.drafts if not self.cost.sizes(d)]
         if missing:
@@ -228,15 +243,21 @@ class AutoBudget:
     # ---- estimates -------------------------------------------------------------------------------------------------
 
     def acceptance(self, request_id: Hashable | None = None, draft: Draft = Draft("chain", 2)) -> list[float]:
-        """p(j) for depths 1..B-1 under `draft`'s kind (chains share one curve, each tree size has its own): the
-        global estimate, or a request's."""
+        """p(j) for depths 1..B-1 of `draft` (chains; a tree: the chain's times its lift): the global estimate, or a
+        request's."""
         g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
-        key = "chain"
+        counts = self._requests.get(request_id) if request_id is not None else None
+        p = g if counts is None else _shrink(g, counts, REQUEST_WEIGHT)
         if draft.tree:
-            g = _shrink(g, self.tree_curves[draft.size], TREE_PRIOR_WEIGHT)
-            key = draft
-        counts = self._requests.get((request_id, key)) if request_id is not None else None
-        return g if counts is None else _shrink(g, counts, REQUEST_WEIGHT)
+            p = [min(x * lift, MAX_ACCEPTANCE) for x, lift in zip(p, self.lift(draft.size))]
+        return p
+
+    def lift(self, size: int) -> list[float]:
+        """Per depth: the tree's acceptance over its argmax chain's on the same tree steps (1 where unmeasured)."""
+        g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+        counts = self.tree_curves[size]
+        return [t / c for t, c in zip(_shrink(g, counts.tree, TREE_PRIOR_WEIGHT),
+                                      _shrink(g, counts.chain, TREE_PRIOR_WEIGHT))]
 
     @staticmethod
     def expected_tokens(p: Sequence[float], k: int) -> float:
@@ -257,7 +278,7 @@ class AutoBudget:
         if not any(self.curve.trials):  # nothing measured yet: the largest chain measures every position
             return largest
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
-            if self.tree_curves[size].trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
+            if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
                 return Draft("tree", size)
         best, best_rate = self.drafts[0], -1.0
         for d in self.drafts:
@@ -278,25 +299,32 @@ class AutoBudget:
                 self._at_one[r] = 0
         return best
 
-    def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int]) -> None:
+    def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
+                chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
+        """A window's steps of one request: τ per step; for a tree, also (K, τ) of its argmax chain per step (what a
+        chain would have verified and accepted on the same step), so the chain estimate keeps learning while trees run
+        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for."""
         if draft.size < 2:
             return
-        key = draft if draft.tree else "chain"
-        counts = self._requests.get((request_id, key))
+        chain_steps = list(chain_equivalent) if draft.tree else [(draft.size, tau) for tau in taus]
+        counts = self._requests.get(request_id)
         if counts is None:
-            counts = self._requests[(request_id, key)] = AcceptanceCounts.empty(self.block_size - 1)
-        shared = self.tree_curves[draft.size] if draft.tree else self.curve
-        k = draft.max_tau(self.block_size)
-        for tau in taus:
+            counts = self._requests[request_id] = AcceptanceCounts.empty(self.block_size - 1)
+        for k, tau in chain_steps:
             counts.add(k, tau, REQUEST_DECAY)
-            shared.add(k, tau)
+            self.curve.add(k, tau)
+        if draft.tree:
+            paired = self.tree_curves[draft.size]
+            k = draft.max_tau(self.block_size)
+            for tau, (chain_k, chain_tau) in zip(taus, chain_steps):
+                paired.tree.add(k, tau)
+                paired.chain.add(chain_k, chain_tau)
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
         self.cost.observe(n, draft, seconds_per_step)
 
     def forget(self, request_id: Hashable) -> None:
-        for key in [k for k in self._requests if k[0] == request_id]:
-            del self._requests[key]
+        self._requests.pop(request_id, None)
         self._at_one.pop(request_id, None)
 
     def describe(self) -> str:

@@ -25,14 +25,14 @@ caches do not advance. `window` ends with one host read of everything the schedu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.spec.budget import Draft, powers_of_two_to
 from dflash_trt.spec.sampling import seed_keys
-from dflash_trt.spec.tree import MAX_TREE_NODES, DraftTree, build_tree, max_depth
+from dflash_trt.spec.tree import MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth
 
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
 MIN_LENGTH_BUCKET = 64
@@ -82,6 +82,9 @@ class WindowResult:
     new_tokens: list[list[int]]
     taus: list[list[int]]  # τ of each step the slot took part in (accepted + 1)
     done: list[bool]
+    # tree windows: per step, (K, τ) of the tree's argmax chain — the chain a chain draft would have verified (its
+    # depth in the tree + 1) and what it would have accepted + 1 (spec/tree.chain_equivalent); empty for chains
+    chain_equivalent: list[list[tuple[int, int]]] = field(default_factory=list)
 
 
 class SpecStep:
@@ -117,6 +120,7 @@ class SpecStep:
         self.done = torch.ones(n, dtype=torch.bool, device=dev)
         self.out = torch.zeros(n, max_seq_len + self.block_size, **long)  # the last block_size columns: a dump area
         self.tau_log = torch.zeros(max_window, n, **long)
+        self.chain_log = torch.zeros(max_window, n, 2, **long)  # tree steps: (K, τ) of the argmax chain
         self.step_index = torch.zeros((), **long)
         self.context_counts = torch.zeros(n, **long)
         self.context = (torch.zeros(n, self.block_size, drafter.fc.in_features, dtype=target.lm_head.weight.dtype,
@@ -225,20 +229,27 @@ class SpecStep:
         self.step_index.zero_()
         for _ in range(steps):
             self._run(rows, k, spec, upto, frozen, key, tree)
-        # The one host read: per slot produced, done, cache length, τ of each step, and the new output tokens.
+        # The one host read: per slot produced, done, cache length, τ of each step (tree: and its chain equivalent),
+        # and the new output tokens.
         width = steps * k
         cols = (start_produced[:, None] + torch.arange(width, device=dev)).clamp_max(self.out.shape[1] - 1)
-        packed = torch.cat([self.produced[act][:, None] - start_produced[:, None], self.done[act].long()[:, None],
-                            self.target_cache.lengths[act][:, None], self.tau_log[:steps, act].t(),
-                            self.out[act[:, None], cols]], dim=1).tolist()
+        parts = [self.produced[act][:, None] - start_produced[:, None], self.done[act].long()[:, None],
+                 self.target_cache.lengths[act][:, None], self.tau_log[:steps, act].t()]
+        if tree:
+            parts.append(self.chain_log[:steps, act].transpose(0, 1).reshape(n, 2 * steps))
+        packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1).tolist()
         result = WindowResult([], [], [])
+        tokens_at = 3 + steps * (3 if tree else 1)
         for s, row in zip(slots, packed):
-            count, done, length = row[0], bool(row[1]), row[2]
+            count, done, length, taus = row[0], bool(row[1]), row[2], row[3: 3 + steps]
             self.host_lengths[s] = length
-            self.host_context[s] = next((t for t in reversed(row[3: 3 + steps]) if t > 0), self.host_context[s])
-            result.new_tokens.append(row[3 + steps: 3 + steps + count])
-            result.taus.append([t for t in row[3: 3 + steps] if t > 0])
+            self.host_context[s] = next((t for t in reversed(taus) if t > 0), self.host_context[s])
+            result.new_tokens.append(row[tokens_at: tokens_at + count])
+            result.taus.append([t for t in taus if t > 0])
             result.done.append(done)
+            if tree:
+                chain = row[3 + steps: tokens_at]
+                result.chain_equivalent.append([(chain[2 * i], chain[2 * i + 1]) for i in range(steps) if taus[i] > 0])
         return result
 
     def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key, tree: bool) -> None:
@@ -316,7 +327,10 @@ class SpecStep:
         if tree:  # the target's token at every node -> the accepted root path, its K/V moved into place
             path, res = ops.tree_accept(nodes.tokens, nodes.parents, nodes.depth, res.target_tokens,
                                         self.stop_ids[rows], remaining, max_depth(k, self.drafter.block_size) + 1)
-            ops.compact_kv(tc.k, tc.v, rows, starts, path)
+            for k_store, v_store in tc.kv_stores():
+                ops.compact_kv(k_store, v_store, rows, starts, path)
+            chain = torch.stack([nodes.chain_depth + 1, chain_equivalent(nodes, path, res.accepted) + 1], 1)
+            self.chain_log.index_put_((self.step_index.expand(n), rows), chain)
             features = features.gather(1, path[..., None].expand(-1, -1, features.shape[-1]))
             k = path.shape[1]
         emitted = torch.where(was_done, 0, res.num_emitted) if frozen else res.num_emitted

@@ -34,6 +34,8 @@ class DraftTree(NamedTuple):
     parents: torch.Tensor  # [n, N] parent node index, -1 for the root
     depth: torch.Tensor  # [n, N] 0 for the root
     ancestors: torch.Tensor  # [n, N, N] bool: ancestors[b, i, j] = node j is node i or an ancestor of it
+    argmax: torch.Tensor  # [n, D] the drafter's argmax token per depth: the chain a chain draft would verify
+    chain_depth: torch.Tensor  # [n] how deep that argmax chain lies inside the tree
 
 
 def max_depth(num_nodes: int, block_size: int) -> int:
@@ -56,6 +58,7 @@ def build_tree(draft_logits: torch.Tensor, root_tokens: torch.Tensor, num_nodes:
     tokens = [root_tokens[:, None].long()]
     parents = [torch.full((n, 1), -1, dtype=torch.long, device=dev)]
     offset, beam = 0, scores[0]
+    firsts = []  # each depth's best candidate: the argmax chain's node there (the best parent's best child)
     for d in range(depths):
         parent_rank, child_rank = _pairs(beam.shape[1], width, m, dev)
         cand = beam.index_select(1, parent_rank) + top_lp[:, d].index_select(1, child_rank)  # [n, pairs]
@@ -66,6 +69,7 @@ def build_tree(draft_logits: torch.Tensor, root_tokens: torch.Tensor, num_nodes:
         tokens.append(top_tok[:, d].gather(1, child_rank.take(order)))
         parents.append(parent_rank.take(order) + offset)
         offset += scores[-2].shape[1]
+        firsts.append(offset)
     all_scores = torch.cat(scores, 1)
     all_scores[:, 0] = float("inf")  # the root is always in the tree
     all_tokens, all_parents = torch.cat(tokens, 1), torch.cat(parents, 1)
@@ -75,7 +79,9 @@ def build_tree(draft_logits: torch.Tensor, root_tokens: torch.Tensor, num_nodes:
     cand_parent = all_parents.gather(1, chosen)
     node_parents = torch.where(cand_parent >= 0, index_of.gather(1, cand_parent.clamp_min(0)), -1)
     depth = all_depth.gather(1, chosen)
-    return DraftTree(all_tokens.gather(1, chosen), node_parents, depth, ancestors_of(node_parents, depths))
+    chain_depth = (index_of[:, firsts] >= 0).long().cumprod(1).sum(1)
+    return DraftTree(all_tokens.gather(1, chosen), node_parents, depth, ancestors_of(node_parents, depths),
+                     top_tok[:, :, 0], chain_depth)
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,4 +111,15 @@ def chain_tree(tokens: torch.Tensor) -> DraftTree:
     dev = tokens.device
     parents = (torch.arange(k, device=dev) - 1).expand(n, -1).clone()
     depth = torch.arange(k, device=dev).expand(n, -1).clone()
-    return DraftTree(tokens, parents, depth, ancestors_of(parents, k - 1))
+    return DraftTree(tokens, parents, depth, ancestors_of(parents, k - 1), tokens[:, 1:],
+                     torch.full((n,), k - 1, device=dev))
+
+
+def chain_equivalent(tree: DraftTree, path: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """How many drafts the tree's argmax chain (the chain a chain draft verifies) would have accepted on this step:
+    the leading depths of the accepted path that follow it. [n]; it could verify tree.chain_depth of them, so a value
+    equal to chain_depth says nothing of the next depth (what spec/budget.py's chain estimate learns from tree steps)."""
+    width = path.shape[1]
+    on_chain = tree.tokens.gather(1, path[:, 1:]) == tree.argmax[:, : width - 1]
+    within = torch.arange(1, width, device=path.device)[None, :] <= accepted[:, None]
+    return (on_chain & within).long().cumprod(1).sum(1)
