@@ -86,8 +86,9 @@ def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():
 def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3)
     budget.observe("a", chain(16), [1] * 20)  # every first draft rejected
-    picks = [budget.choose(["a"]).size for _ in range(6)]
-    assert picks == [1, 1, 16, 1, 1, 16]  # AR, and one drafting window after every 3 at K = 1 (probe_every)
+    picks = [budget.choose(["a"]).size for _ in range(16)]
+    # AR, and one drafting window (the best one) after 3 windows at K = 1 (probe_every), then after 6, 12, ...
+    assert picks == [1, 1, 16] + [1] * 5 + [16] + [1] * 7
     budget.observe("b", chain(16), [16] * 40)  # another request accepts everything: the global curve recovers ...
     assert budget.choose(["b"]) == chain(16)  # ... and b's own estimate says draft
     assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
@@ -258,6 +259,16 @@ def test_drafter_context_survives_k1_windows():
     assert [r.token_ids for r in mixed] == [r.token_ids for r in chain]
     after_k1 = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
     assert len(after_k1) >= 8 and np.mean(after_k1) > 0.75 * chain_tau, (np.mean(after_k1), chain_tau)
+    # and after a stretch of AR windows longer than the deferred context rows (DEFERRED_CONTEXT + B): the drafter
+    # took them in when the rows filled up, then the pending ones when drafting resumed
+    step = engine.step_runner
+    scripted(engine, [1] * (step.context_rows + 6) + [16] * 100)
+    long_params = SamplingParams(max_new_tokens=step.context_rows + 40)
+    plain = engine.generate(prompts, long_params, draft="chain:16")
+    mixed = engine.generate(prompts, long_params, draft="auto")
+    assert [r.token_ids for r in mixed] == [r.token_ids for r in plain]
+    resumed = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
+    assert len(resumed) >= 8 and np.mean(resumed) > 0.75 * chain_tau, (np.mean(resumed), chain_tau)
     # and after tree windows (the drafter's next context = the accepted path's features, gathered from the tree)
     scripted(engine, [Draft("tree", 32), 16])
     mixed = engine.generate(prompts, params, draft="auto")

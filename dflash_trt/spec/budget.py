@@ -27,9 +27,12 @@ or given) and refined online from the windows' own times (an exponential average
 per step per request) — no extra device sync.
 
 Exploration: while the drafter's curve has no observations the window runs the largest chain (it measures every
-position); a request whose estimate keeps K at 1 is probed the same way after `probe_every` windows at K = 1 in a row,
-so a drafter that becomes useful again is noticed; a tree size with fewer than TREE_MEASURE_STEPS observed steps runs
-one window in every `tree_probe_every`.
+position); a request whose estimate keeps K at 1 is probed with one window of the best drafting choice after
+`probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times (a probe
+in a big batch costs several AR steps), so a drafter that becomes useful again is noticed; a tree size with fewer
+than TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. An AR window (K = 1) of a drafting
+engine does not run the drafter while the slot's context rows have room: it appends the step's tap features, which
+the drafter takes in at the next drafting step (spec/step.py, DEFERRED_CONTEXT), so it costs about a plain AR step.
 
 The output never depends on the draft (every draft is lossless: spec output = AR output), only the speed does.
 """
@@ -49,6 +52,7 @@ REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its es
 COST_SMOOTHING = 0.2  # weight of a new window's time in the online cost average
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
+MAX_PROBE_BACKOFF = 16  # a request held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 16x
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
 
@@ -218,6 +222,7 @@ class AutoBudget:
     tree_probe_every: int = 8
     _requests: dict = field(init=False, default_factory=dict)  # request -> its chain AcceptanceCounts
     _at_one: dict = field(init=False, default_factory=dict)  # request -> windows in a row at K = 1
+    _probe_interval: dict = field(init=False, default_factory=dict)  # request -> windows at K = 1 before a probe
     _windows: int = field(init=False, default=0)
 
     def __post_init__(self):
@@ -280,23 +285,28 @@ class AutoBudget:
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
                 return Draft("tree", size)
-        best, best_rate = self.drafts[0], -1.0
+        rates = {}
         for d in self.drafts:
             tau = d.max_tau(self.block_size)
-            rate = sum(self.expected_tokens(self.acceptance(r, d), tau) for r in requests) / self.cost.cost(n, d)
-            if rate > best_rate * (1 + 1e-9):
-                best, best_rate = d, rate
+            rates[d] = sum(self.expected_tokens(self.acceptance(r, d), tau) for r in requests) / self.cost.cost(n, d)
+        best = _argmax(rates)
         if best.size == 1:
-            runs = [self._at_one.get(r, 0) + 1 for r in requests]
-            for r, c in zip(requests, runs):
-                self._at_one[r] = c
-            if max(runs) >= self.probe_every:  # probe: one drafting window that measures every position
+            due = []
+            for r in requests:
+                self._at_one[r] = self._at_one.get(r, 0) + 1
+                if self._at_one[r] >= self._probe_interval.get(r, self.probe_every):
+                    due.append(r)
+            if due:  # probe: one window of the best drafting choice, so a drafter that became useful is noticed
                 for r in requests:
                     self._at_one[r] = 0
-                return largest
+                for r in due:  # each probe that finds AR still best waits twice as long for the next
+                    self._probe_interval[r] = min(2 * self._probe_interval.get(r, self.probe_every),
+                                                  self.probe_every * MAX_PROBE_BACKOFF)
+                return _argmax({d: v for d, v in rates.items() if d.size > 1})
         else:
             for r in requests:
                 self._at_one[r] = 0
+                self._probe_interval.pop(r, None)
         return best
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
@@ -326,9 +336,19 @@ class AutoBudget:
     def forget(self, request_id: Hashable) -> None:
         self._requests.pop(request_id, None)
         self._at_one.pop(request_id, None)
+        self._probe_interval.pop(request_id, None)
 
     def describe(self) -> str:
         return "auto"
+
+
+def _argmax(rates: dict[Draft, float]) -> Draft:
+    """The best rate; on a tie (within rounding) the one listed first (chains by K, then trees)."""
+    best, best_rate = None, -1.0
+    for d, rate in rates.items():
+        if rate > best_rate * (1 + 1e-9):
+            best, best_rate = d, rate
+    return best
 
 
 def _shrink(toward: Sequence[float], counts: AcceptanceCounts, weight: float) -> list[float]:

@@ -35,6 +35,8 @@ from dflash_trt.spec.sampling import seed_keys
 from dflash_trt.spec.tree import MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth
 
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
+DEFERRED_CONTEXT = 48  # context rows a slot may hold beyond a block: AR steps of a drafting engine (K = 1) append
+#                        their tap features there instead of running the drafter, which takes them all in later
 MIN_LENGTH_BUCKET = 64
 
 
@@ -123,7 +125,8 @@ class SpecStep:
         self.chain_log = torch.zeros(max_window, n, 2, **long)  # tree steps: (K, τ) of the argmax chain
         self.step_index = torch.zeros((), **long)
         self.context_counts = torch.zeros(n, **long)
-        self.context = (torch.zeros(n, self.block_size, drafter.fc.in_features, dtype=target.lm_head.weight.dtype,
+        self.context_rows = self.block_size + DEFERRED_CONTEXT
+        self.context = (torch.zeros(n, self.context_rows, drafter.fc.in_features, dtype=target.lm_head.weight.dtype,
                                     device=dev) if drafter is not None else None)
         self.host_lengths = [0] * n  # target cache lengths as of the last host read: sizes attention without a sync
         self.host_context = [0] * n  # drafter context rows pending per slot (= the last step's τ), as of that read
@@ -134,6 +137,7 @@ class SpecStep:
         self.graph_replays = 0  # steps run by replaying a captured graph
         self._host_rows: list[int] | None = None  # the window's slots on the host (eager steps only)
         self._context_width = self.block_size
+        self._defer = False  # the window's K = 1 steps append their context instead of running the drafter
 
     # ---- prefill -----------------------------------------------------------------------------------------------------
 
@@ -221,8 +225,11 @@ class SpecStep:
         # previous window may have verified more than k slots) and at most k after each step of this one.
         pending = max(self.host_context[s] for s in slots)
         self._context_width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
+        # AR steps (K = 1) of a drafting engine defer the drafter while the context rows have room: the drafter then
+        # takes them all in at once, at the next drafting step (or when the rows are full), instead of one per step.
+        self._defer = spec and k == 1 and not tree and pending + steps <= self.context_rows
         if key is not None:
-            key = key + (self._context_width,)
+            key = key + (self._context_width, self._defer)
         act = rows[:n]
         start_produced = self.produced[act]
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
@@ -241,15 +248,19 @@ class SpecStep:
         result = WindowResult([], [], [])
         tokens_at = 3 + steps * (3 if tree else 1)
         for s, row in zip(slots, packed):
-            count, done, length, taus = row[0], bool(row[1]), row[2], row[3: 3 + steps]
+            count, done, length = row[0], bool(row[1]), row[2]
+            taken = [t for t in row[3: 3 + steps] if t > 0]
             self.host_lengths[s] = length
-            self.host_context[s] = next((t for t in reversed(taus) if t > 0), self.host_context[s])
+            if self._defer:  # pending context rows: one more per step taken
+                self.host_context[s] += len(taken)
+            elif taken:  # the last step's τ rows
+                self.host_context[s] = taken[-1]
             result.new_tokens.append(row[tokens_at: tokens_at + count])
-            result.taus.append([t for t in taus if t > 0])
+            result.taus.append(taken)
             result.done.append(done)
             if tree:
                 chain = row[3 + steps: tokens_at]
-                result.chain_equivalent.append([(chain[2 * i], chain[2 * i + 1]) for i in range(steps) if taus[i] > 0])
+                result.chain_equivalent.append([(chain[2 * i], chain[2 * i + 1]) for i in range(steps) if row[3 + i] > 0])
         return result
 
     def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key, tree: bool) -> None:
@@ -309,8 +320,9 @@ class SpecStep:
                 verify_ids, drafts = nodes.tokens, torch.full((n, k - 1), -1, dtype=torch.long, device=dev)
             elif k > 1:
                 verify_ids, drafts = self.draft(rows, last, starts, counts, k, upto)
-            else:  # K = 1: an AR step; the drafter only takes in the pending context, so drafting can resume later
-                self.drafter.ingest(self.context[rows, : self._context_width], counts, dc, rows)
+            else:  # K = 1: an AR step; the drafter takes in the pending context (now, or later: deferred)
+                if not self._defer:
+                    self.drafter.ingest(self.context[rows, : self._context_width], counts, dc, rows)
                 verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
         else:
             verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
@@ -343,7 +355,13 @@ class SpecStep:
         self.done[rows] = (was_done | res.finished) if frozen else res.finished
         self.tau_log.index_put_((self.step_index.expand(n), rows), torch.where(was_done, 0, tau) if frozen else tau)
         self.step_index += 1
-        if spec:
+        if spec and self._defer:  # the target's side as usual; the step's one context row appended to the pending ones
+            ops.commit_step(res.accepted, rows, starts, tc.lengths, target_tokens=res.target_tokens, last_tokens=self.last)
+            self.context.index_put_((rows, counts), features[:, 0].to(self.context.dtype))
+            self.context_counts[rows] = counts + 1
+            if frozen:
+                self.context_counts[rows] = torch.where(was_done, counts, self.context_counts[rows])
+        elif spec:
             ops.commit_step(res.accepted, rows, starts, tc.lengths, features.to(self.context.dtype), self.context,
                             self.context_counts, dc.lengths, res.target_tokens, self.last)
             if frozen:
@@ -382,6 +400,7 @@ class SpecStep:
 
         self._host_rows = list(range(n))
         self._context_width = pending
+        self._defer = spec and k == 1 and not tree  # what auto's AR windows cost while the context rows have room
         times = []
         for i in range(repeats + 1):  # the first one warms up
             reset()
@@ -397,6 +416,7 @@ class SpecStep:
         self.done[rows], self.produced[rows], self.budget[rows] = True, 0, 0
         self.step_index.zero_()
         self.tau_log.zero_()
+        self._defer = False
         if spec:
             self.drafter_cache.lengths[rows] = 0
             self.context_counts[rows] = 0
