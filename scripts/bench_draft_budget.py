@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""Draft budgets side by side, in one process: AR and every `--draft` mode on the same engine, interleaved batch by
+batch (the order rotates per batch, so a drifting machine load hits every mode alike), greedy.
+
+    python scripts/bench_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
+        [--num-prompts 40] [--max-new-tokens 128] [--batch-sizes 1,8]
+        [--modes chain:4,chain:8,chain:16,tree:16,tree:32,auto] [--torch-threads 1] [--output DIR]
+
+`dflash-trt bench` measures one DFlash mode against AR per run; comparing modes across runs mixes in the machine's
+drift between runs (on a shared 2-core VM the AR rate moves by 10 % from one run to the next). Here every mode runs
+on every batch of prompts in the same minute. auto starts from nothing (its cost table is measured before the timed
+part, its acceptance curves are learnt during it, as a fresh server would). Every mode's tokens must equal AR's.
+
+Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, and for
+auto how often it chose each draft.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", default=str(FIXTURE / "target"))
+    p.add_argument("--drafter", default=str(FIXTURE / "drafter"))
+    p.add_argument("--dataset", default=str(ROOT / "data" / "prompts" / "eagle_gsm8k.jsonl"))
+    p.add_argument("--num-prompts", type=int, default=40)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--batch-sizes", default="1,8")
+    p.add_argument("--modes", default="chain:4,chain:8,chain:16,tree:16,tree:32,auto")
+    p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--max-seq-len", type=int, default=512)
+    p.add_argument("--output", default=None)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from dflash_trt import SamplingParams
+    from dflash_trt.bench.datasets import encode_prompt
+    from dflash_trt.engines.torch_engine import TorchEngine
+    from dflash_trt.spec import budget as budget_module
+
+    torch.set_num_threads(args.torch_threads)
+    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    modes = [m.strip() for m in args.modes.split(",")]
+    turns = [json.loads(line)["turns"][0] for line in Path(args.dataset).read_text().splitlines() if line.strip()]
+    turns = turns[: args.num_prompts]
+    params = SamplingParams(max_new_tokens=args.max_new_tokens)
+    choices: collections.Counter = collections.Counter()
+    choose = budget_module.AutoBudget.choose
+
+    def counting_choose(self, requests):
+        d = choose(self, requests)
+        choices[(len(requests), str(d))] += 1
+        return d
+
+    budget_module.AutoBudget.choose = counting_choose
+    report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
+              "settings": vars(args), "results": {}}
+    for size in sizes:
+        engine = TorchEngine.from_pretrained(args.target, args.drafter, device="cpu", max_batch_size=size,
+                                             max_seq_len=args.max_seq_len)
+        prompts = [encode_prompt(engine.tokenizer, t, args.max_seq_len - args.max_new_tokens)[0] for t in turns]
+        batches = [prompts[i: i + size] for i in range(0, len(prompts), size)]
+        engine.generate(batches[0][:1], SamplingParams(max_new_tokens=8), draft="auto")  # auto's cost table
+        engine.draft_curve, engine.tree_curves = None, {}  # ... but nothing learnt yet
+        choices.clear()
+        all_modes = ["ar"] + modes
+        seconds = dict.fromkeys(all_modes, 0.0)
+        tokens = dict.fromkeys(all_modes, 0)
+        taus: dict[str, list[int]] = {m: [] for m in all_modes}
+        outputs: dict[str, list] = {m: [] for m in all_modes}
+        for i, batch in enumerate(batches):
+            order = all_modes[i % len(all_modes):] + all_modes[: i % len(all_modes)]
+            for mode in order:
+                kw = {"use_drafter": False} if mode == "ar" else {"draft": mode}
+                t0 = time.perf_counter()
+                results = engine.generate(batch, params, **kw)
+                seconds[mode] += time.perf_counter() - t0
+                tokens[mode] += sum(len(r.token_ids) for r in results)
+                taus[mode] += [t for r in results for t in r.stats.taus]
+                outputs[mode] += [r.token_ids for r in results]
+        rows = {}
+        for mode in all_modes:
+            rate = tokens[mode] / seconds[mode]
+            rows[mode] = {"tok_s": rate, "vs_ar": rate / (tokens["ar"] / seconds["ar"]),
+                          "mean_tau": sum(taus[mode]) / max(len(taus[mode]), 1) if mode != "ar" else 1.0,
+                          "equal_to_ar": outputs[mode] == outputs["ar"]}
+        best_fixed = max((m for m in modes if m != "auto"), key=lambda m: rows[m]["tok_s"], default=None)
+        auto_choices = {f"n={n} {d}": c for (n, d), c in sorted(choices.items())}
+        report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices}
+        print(f"batch {size}: " + "  ".join(f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau "
+                                               f"{r['mean_tau']:.2f}{'' if r['equal_to_ar'] else ', DIFFERS'})"
+                                               for m, r in rows.items()), flush=True)
+        if "auto" in rows and best_fixed:
+            print(f"  auto / best fixed ({best_fixed}): {rows['auto']['tok_s'] / rows[best_fixed]['tok_s']:.3f}; "
+                  f"auto chose {auto_choices}", flush=True)
+    if args.output:
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
+        lines = [f"# Draft budgets side by side, {report['date']}", "",
+                 f"`python scripts/bench_draft_budget.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
+                 "| batch | mode | tok/s | vs AR | mean τ | tokens = AR |", "|---|---|---|---|---|---|"]
+        for size, res in report["results"].items():
+            for mode, r in res["rows"].items():
+                lines.append(f"| {size} | {mode} | {r['tok_s']:.1f} | {r['vs_ar']:.3f}x | {r['mean_tau']:.2f} | "
+                             f"{'yes' if r['equal_to_ar'] else 'NO'} |")
+        (out / "README.md").write_text("\n".join(lines) + "\n")
+    return 0 if all(r["equal_to_ar"] for res in report["results"].values() for r in res["rows"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
