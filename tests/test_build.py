@@ -104,6 +104,8 @@ def _drafter_for_other_target(tmp_path, make_pair) -> Path:
     ("cuda without a GPU", "has no CUDA GPU"),
     ("unknown draft", "field 'draft': draft must be 'chain:K'"),
     ("auto on trtllm", "field 'draft' is 'auto', which the torch engine runs"),
+    ("tree on trtllm", "field 'draft' is 'tree:24', which the torch engine runs"),
+    ("tree too big", "field 'draft': draft 'tree:65': a tree needs 2..64 nodes"),
 ])
 def test_bad_plans_fail_fast_naming_the_problem(tmp_path, make_pair, case, message):
     sets = {
@@ -117,6 +119,8 @@ def test_bad_plans_fail_fast_naming_the_problem(tmp_path, make_pair, case, messa
         "cuda without a GPU": ["device=cuda"],
         "unknown draft": ["draft=fast"],
         "auto on trtllm": ["backend=trtllm", "dtype=bfloat16", "draft=auto"],
+        "tree on trtllm": ["backend=trtllm", "dtype=bfloat16", "draft=tree:24"],
+        "tree too big": ["draft=tree:65"],
     }[case]
     if case == "cuda without a GPU" and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
@@ -331,17 +335,21 @@ def test_unquantized_build_copies_the_drafter(tmp_path):
         assert (d / "drafter" / f).read_bytes() == (PAIR / "drafter" / f).read_bytes()
 
 
-def test_draft_auto_goes_into_the_engine_directory(tmp_path, capsys):
-    """draft: auto is recorded in the manifest and the Triton repository, and generate --engine-dir runs it."""
-    assert build_cli(TINY_CONFIG, small(tmp_path, "auto", **{"quantization.format": "none", "draft": "auto"})) == 0
-    d = tmp_path / "auto"
-    assert load_manifest(d)["runtime"]["draft"] == "auto"
-    assert 'key: "draft" value: { string_value: "auto" }' in next(d.glob("triton/*/dflash/config.pbtxt")).read_text()
+@pytest.mark.parametrize("draft", ["auto", "tree:24"])
+def test_draft_goes_into_the_engine_directory(tmp_path, capsys, draft):
+    """draft: auto / tree:N is recorded in the manifest and the Triton repository, and generate --engine-dir runs it."""
+    assert build_cli(TINY_CONFIG, small(tmp_path, "e", **{"quantization.format": "none", "draft": draft})) == 0
+    d = tmp_path / "e"
+    assert load_manifest(d)["runtime"]["draft"] == draft
+    assert f'key: "draft" value: {{ string_value: "{draft}" }}' in next(d.glob("triton/*/dflash/config.pbtxt")).read_text()
     capsys.readouterr()
     assert main(["generate", "--engine-dir", str(d), "--prompt", "Question: 1 + 2?\nAnswer:", "--max-new-tokens", "16",
                  "--check-ar", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["matches_ar"] == [True] and len(report["results"][0]["stats"]["histogram"]) == 16
+    stats = report["results"][0]["stats"]
+    assert report["matches_ar"] == [True] and len(stats["histogram"]) == 16
+    if draft.startswith("tree"):
+        assert stats["mean_verify_len"] == 24  # every step verified the 24-node tree
 
 
 def test_build_json_prints_only_the_manifest(tmp_path, capsys):
