@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from dflash_trt import SamplingParams, tiny
+from dflash_trt import SamplingParams
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import reference_ops
@@ -398,12 +398,3 @@ def test_tree_draft_spec_is_checked(make_pair):
     out = engine.generate([[1, 2]], SamplingParams(max_new_tokens=4), draft="tree:64")
     assert len(out[0].token_ids) == 4 and out[0].stats.ks == [64] * len(out[0].stats.taus)
 
-
-def test_transformers_backed_target_refuses_trees(tmp_path):
-    """HfTarget has no tree-masked verify yet: one clear error, before anything runs."""
-    target_dir, drafter_dir = tiny.make_tiny_pair(tmp_path / "pair", family="gpt_oss")
-    engine = TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=2,
-                                         max_seq_len=64)
-    with pytest.raises(RequestError, match=r"cannot verify draft trees yet; use 'chain:K' or 'auto'"):
-        engine.generate([[1, 2]], SamplingParams(max_new_tokens=4), draft="tree:8")
-    assert engine.generate([[1, 2]], SamplingParams(max_new_tokens=4), draft="chain:8")[0].token_ids

@@ -205,8 +205,9 @@ class TorchEngine:
         this engine's steps (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; each
         scheduler refines its own copy online)."""
         if kind == "tree" and not self.step_runner.max_tree_nodes:
-            raise RequestError(f"draft 'tree:{k}': this target ({self.target.cfg.family}, run by transformers) "
-                               "cannot verify draft trees yet; use 'chain:K' or 'auto'")
+            raise RequestError(f"draft 'tree:{k}': this target ({self.target.cfg.family}) has linear-attention "
+                               "layers, whose recurrent state follows one sequence, not a tree's branches; use "
+                               "'chain:K' or 'auto'")
         if kind != "auto":
             return Fixed(Draft(kind, k))
         if self.draft_costs is None:

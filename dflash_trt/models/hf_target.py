@@ -29,6 +29,12 @@ attention and Gated DeltaNet layers — is transformers' own code; dflash-trt su
   prefill row's real length): a buffer swap, or a replay of the kept tokens through the same transformers layers. Their
   mask is None (no 2-D padding mask: right padding never reaches a row's state, the rollback drops it). Draft trees
   are not verified (`tree_verify` False): a tree's accepted path is not a prefix of what the layers ran.
+* draft trees (`forward(tree=...)`, the non-hybrid families): as TargetModel verifies them — node i written at cache
+  position start + i, `position_ids` start + depth[i], masks that show node i the cache before start and its ancestors.
+  Sliding layers measure the window in sequence positions (a cache key p < start at p, node j at start + depth[j]), so
+  every node sees what a causal forward over its root path sees; KV-shared layers (Gemma 4) read the K/V their source
+  layer got back from `update` (the same store, the same rows) under the same per-type masks. The accepted path's K/V
+  is then moved into place through `kv_stores()` like the native cache's.
 
 Attention implementation: what transformers picks on its own for the family on CPU, made explicit — sdpa where the
 model supports it (Qwen3-MoE, Gemma 4, the hybrids), eager where it does not (gpt-oss: its attention sinks are in its eager
@@ -97,8 +103,10 @@ class HfKVCache(SlotLengths, Cache):
 
     def begin(self, slots: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor | slice, upto: int,
               host_slots: list[int] | None = None) -> None:
-        """One forward writes rows `slots` at `positions` [N, T] and attends over positions 0..upto-1. A hybrid
-        target's linear-attention states are first brought to the rows' committed lengths (one host read of them)."""
+        """One forward writes rows `slots` at cache positions `positions` [N, T] and attends over positions 0..upto-1
+        (which of them, and the RoPE positions, are HfTarget.forward's masks and position_ids: for a draft tree they
+        differ from these). A hybrid target's linear-attention states are first brought to the rows' committed lengths
+        (one host read of them)."""
         if self.linear is not None:
             host = list(host_slots) if host_slots is not None else slots.tolist()
             self.linear.begin(slots, host, self.lengths[slots].tolist())
@@ -231,7 +239,6 @@ class HfTarget(nn.Module):
     # SpecStep's CUDA graphs: not for this target. transformers' MoE experts pick the experts a batch hits on the host
     # (nonzero), and its forward keeps Python-side state; TorchEngine runs it eagerly (the device loop still works).
     graph_capturable = False
-    tree_verify = False  # forward(tree=...) is refused: draft trees are verified by the native target only
 
     def __init__(self, cfg: ckpt.TargetConfig, model: nn.Module):
         super().__init__()
@@ -255,6 +262,9 @@ class HfTarget(nn.Module):
                               if kind == "linear_attention"}
         for module in self.linear_layers.values():
             module.register_forward_pre_hook(_record_linear_input, with_kwargs=True)
+        # forward(tree=...) verifies draft trees (SpecStep reads this at construction: max_tree_nodes), except on hybrid
+        # targets: a linear-attention layer's recurrent state runs the nodes as one sequence, not along their branches
+        self.tree_verify = not self.linear_layers
 
     # ---- loading ---------------------------------------------------------------------------------------------------
 
@@ -360,18 +370,21 @@ class HfTarget(nn.Module):
 
     # ---- forward ---------------------------------------------------------------------------------------------------
 
-    def _masks(self, positions: torch.Tensor, upto: int, dtype: torch.dtype):
+    def _masks(self, visible: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor, dtype: torch.dtype):
         """4-D masks [N, 1, T, upto] per layer type, in the attention implementation's form; None for linear-attention
-        layers (they take no mask: a row's right padding is rolled back out of its state, see LinearStates)."""
-        keys = torch.arange(upto, device=positions.device)
-        queries = positions[:, None, :, None]
-        causal = keys <= queries
+        layers (they take no mask: a row's right padding is rolled back out of its state, see LinearStates).
+        visible [N, T, upto]: which keys each query may attend to (causal, or the tree mask); query_pos [N, T] and
+        key_pos [N or 1, upto]: their positions in the sequence, which sliding layers measure the window in (keep a key
+        when query_pos - key_pos < sliding_window: transformers' sliding_window_overlay)."""
         masks = {}
         for layer_type in dict.fromkeys(self.layer_types):
             if layer_type == "linear_attention":
                 masks[layer_type] = None
                 continue
-            mask = causal if layer_type == "full_attention" else causal & (keys > queries - self.cfg.sliding_window)
+            mask = visible
+            if layer_type != "full_attention":
+                mask = mask & (query_pos[:, :, None] - key_pos[:, None, :] < self.cfg.sliding_window)
+            mask = mask[:, None]
             if self.eager:
                 mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
             masks[layer_type] = mask
@@ -383,19 +396,40 @@ class HfTarget(nn.Module):
         """TargetModel.forward's contract: T new tokens per row at positions cache.lengths[slots] + 0..T-1 (right
         padding allowed), lengths not advanced; returns (logits [N, K, V], features [N, T, taps * hidden] or None).
         Afterwards the caller may set each row's length to anything from its start to start + T (a hybrid target's
-        linear-attention states follow at the row's next forward). `tree` (draft-tree verification) is refused."""
-        if tree is not None:
-            raise ValueError(f"{self.cfg.family} (run by transformers) does not verify draft trees (tree_verify False)")
+        linear-attention states follow at the row's next forward).
+        tree (depth [N, T], ancestors [N, T, T] bool), as TargetModel.forward takes it: the T tokens are the nodes of a
+        draft tree; node i is still written at cache position start + i, but its RoPE position (position_ids) is
+        start + depth[i] and it attends to the cache before start and to its ancestors (key start + j where
+        ancestors[:, i, j]). Sliding layers measure their window in sequence positions: p for a cache key p < start,
+        start + depth[j] for node j, start + depth[i] for query i. Refused for hybrid targets (`tree_verify` False):
+        their linear-attention states run the nodes as one sequence, which a tree's branches are not."""
+        if tree is not None and not self.tree_verify:
+            raise ValueError(f"{self.cfg.family}: a hybrid target (linear-attention layers) cannot verify draft trees: "
+                             "its recurrent state cannot follow a tree's branches; use a chain draft")
         n, t = input_ids.shape
+        dev = input_ids.device
         start = cache.lengths[slots]
-        positions = start[:, None] + torch.arange(t, device=input_ids.device)
+        positions = start[:, None] + torch.arange(t, device=dev)  # where the T tokens are written in the cache
         upto = max_length if max_length is not None else int(positions[:, -1].max()) + 1
-        masks = self._masks(positions, upto, self.hf.lm_head.weight.dtype)
+        keys = torch.arange(upto, device=dev)
+        if tree is None:
+            rope_positions, key_pos = positions, keys[None, :]
+            visible = keys[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
+        else:
+            depth, ancestors = tree
+            rope_positions = start[:, None] + depth
+            node = keys[None, :] - start[:, None]  # [N, upto]: the key's node index (< 0: the cache before start)
+            at = node.clamp(0, t - 1)
+            in_tree = (node >= 0) & (node < t)
+            is_ancestor = ancestors.gather(2, at[:, None, :].expand(n, t, upto))  # [N, T, upto]: ancestors[:, i, node]
+            visible = (node < 0)[:, None, :] | (in_tree[:, None, :] & is_ancestor)
+            key_pos = torch.where(in_tree, start[:, None] + depth.gather(1, at), keys[None, :])
+        masks = self._masks(visible, rope_positions, key_pos, self.hf.lm_head.weight.dtype)
         cache.begin(slots, positions, slot_view(slots, host_slots), upto, host_slots)
         completed = False
         try:
-            out = self.decoder(input_ids=input_ids, attention_mask=masks, position_ids=positions, past_key_values=cache,
-                               use_cache=True, output_hidden_states=bool(tap))
+            out = self.decoder(input_ids=input_ids, attention_mask=masks, position_ids=rope_positions,
+                               past_key_values=cache, use_cache=True, output_hidden_states=bool(tap))
             completed = True
         finally:
             cache.end(completed)

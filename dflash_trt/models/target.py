@@ -38,7 +38,7 @@ class _Backbone(nn.Module):
 
 
 class TargetModel(nn.Module):
-    tree_verify = True  # forward(tree=...) verifies draft trees (HfTarget does not)
+    tree_verify = True  # forward(tree=...) verifies draft trees (HfTarget too, unless it has linear-attention layers)
 
     def __init__(self, cfg: ckpt.TargetConfig):
         super().__init__()

@@ -55,8 +55,8 @@ def length_bucket(length: int, capacity: int) -> int:
 
 def cache_headroom(target, drafter) -> int:
     """Positions each slot's caches keep past max_seq_len: a verify block (or a draft tree, verified at consecutive
-    positions before its accepted path is compacted: native targets only, `tree_verify`) and prefill padding write
-    entries past the kept length."""
+    positions before its accepted path is compacted: targets with `tree_verify`) and prefill padding write entries
+    past the kept length."""
     if drafter is None:
         return 1
     return max(drafter.block_size, MAX_TREE_NODES if getattr(target, "tree_verify", False) else 0)
@@ -98,7 +98,7 @@ class SpecStep:
         n = max_batch_size
         self.max_batch_size, self.max_seq_len, self.max_window = n, max_seq_len, max_window
         self.block_size = drafter.block_size if drafter is not None else 1  # the largest K
-        # Draft trees: native targets only (models.target.TargetModel.tree_verify), up to MAX_TREE_NODES nodes.
+        # Draft trees: targets that verify them (`tree_verify`: all but hybrid ones), up to MAX_TREE_NODES nodes.
         self.max_tree_nodes = MAX_TREE_NODES if drafter is not None and getattr(target, "tree_verify", False) else 0
         capacity = max_seq_len + cache_headroom(target, drafter)
         self.target_cache = target.new_cache(n, capacity)
