@@ -7,7 +7,9 @@ and the fix. Weights are safetensors only (never unpickled); configs are parsed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -395,6 +397,20 @@ class DrafterConfig(DecoderShape):
     sliding_window: int | None = None
     # z-lab's rule: is_causal absent -> sliding layers causal inside the block, full layers not; given -> every layer
     is_causal: bool | None = None
+    # DFlash2 (architectures ["DFlash2DraftModel"]; models/dflash2.py): conv_kernel_size > 0 marks one. Grouped dynamic
+    # depthwise convolutions of conv_kernel_size taps (groups of conv_group_size channels) around every attention and
+    # MLP sublayer, and a rank-selector_rank candidate selector over the target head's top selector_top_k per slot.
+    conv_kernel_size: int = 0
+    conv_group_size: int = 0
+    selector_rank: int = 0
+    selector_top_k: int = 0
+    input_embedding_scale: float = 1.0  # the block's embeddings are scaled by this
+    output_multiplier: float = 1.0  # the selector's unary (top-k head) logits are scaled by this ...
+    final_logit_softcapping: float | None = None  # ... then soft-capped: tanh(x / cap) * cap
+
+    @property
+    def dflash2(self) -> bool:
+        return self.conv_kernel_size > 0
 
     def layer_type(self, i: int) -> str:
         return self.layer_types[i] if self.layer_types else "full_attention"
@@ -411,12 +427,44 @@ def _dflash_field(raw: dict[str, Any], name: str):
 
 
 DRAFTER_LAYER_TYPES = ("full_attention", "sliding_attention")
-# Drafter architectures that are recognised but not run, with the reason.
-REFUSED_DRAFTER_ARCHITECTURES = {
-    "DFlash2DraftModel": "DFlash2 (z-lab: a top-k candidate path selector over the block and two-tap dynamic causal "
-                         "convolutions around every layer's attention and MLP) is not supported yet; use a DFlash "
-                         "(DFlashDraftModel) drafter",
-}
+# Drafter architectures that are recognised but not run, with the reason (none at present).
+REFUSED_DRAFTER_ARCHITECTURES: dict[str, str] = {}
+DFLASH2_ARCHITECTURE = "DFlash2DraftModel"
+
+
+def _positive_int(raw: dict[str, Any], name: str, path: Path) -> int:
+    value = _dflash_field(raw, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CheckpointError(f"drafter {path}: field 'dflash_config.{name}' must be an integer >= 1 for a "
+                              f"{DFLASH2_ARCHITECTURE} drafter, got {value!r}")
+    return value
+
+
+def _dflash2_fields(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The DFlash2 fields of a drafter config (vLLM qwen3_dflash2.py reads them from `dflash_config`: conv_kernel_size,
+    conv_group_size, selector_rank, selector_top_k required; input_embedding_scale, output_multiplier (default 1.0)
+    and final_logit_softcapping (absent, null or <= 0: none) optional). One CheckpointError naming the field."""
+    fields = {name: _positive_int(raw, name, path)
+              for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")}
+    hidden, vocab = raw.get("hidden_size"), raw.get("vocab_size")
+    if isinstance(hidden, int) and hidden % fields["conv_group_size"]:
+        raise CheckpointError(f"drafter {path}: field 'dflash_config.conv_group_size' = {fields['conv_group_size']} "
+                              f"must divide hidden_size = {hidden}")
+    if isinstance(vocab, int) and fields["selector_top_k"] > vocab:
+        raise CheckpointError(f"drafter {path}: field 'dflash_config.selector_top_k' = {fields['selector_top_k']} "
+                              f"exceeds vocab_size = {vocab}")
+    for name in ("input_embedding_scale", "output_multiplier"):
+        value = _dflash_field(raw, name)
+        value = 1.0 if value is None else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CheckpointError(f"drafter {path}: field 'dflash_config.{name}' must be a finite number, got {value!r}")
+        fields[name] = float(value)
+    cap = _dflash_field(raw, "final_logit_softcapping")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not math.isfinite(cap)):
+        raise CheckpointError(f"drafter {path}: field 'dflash_config.final_logit_softcapping' must be a finite number "
+                              f"or null, got {cap!r}")
+    fields["final_logit_softcapping"] = float(cap) if cap is not None and cap > 0 else None
+    return fields
 
 
 def _drafter_layer_types(raw: dict[str, Any], hf, path: Path) -> tuple[tuple[str, ...], int | None]:
@@ -467,10 +515,12 @@ def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
     if refused:
         raise CheckpointError(f"drafter {path}: field 'architectures' = {archs!r}: {refused[0]} is "
                               f"{REFUSED_DRAFTER_ARCHITECTURES[refused[0]]}")
-    if DRAFTER_ARCHITECTURE not in archs:
+    if DRAFTER_ARCHITECTURE not in archs and DFLASH2_ARCHITECTURE not in archs:
         raise CheckpointError(
-            f"drafter {path}: field 'architectures' = {archs!r}; a DFlash drafter must declare [\"{DRAFTER_ARCHITECTURE}\"]"
+            f"drafter {path}: field 'architectures' = {archs!r}; a DFlash drafter must declare [\"{DRAFTER_ARCHITECTURE}\"] "
+            f"(or [\"{DFLASH2_ARCHITECTURE}\"])"
         )
+    dflash2 = _dflash2_fields(raw, path) if DFLASH2_ARCHITECTURE in archs else {}
     is_causal = raw.get("is_causal")
     if is_causal is not None and not isinstance(is_causal, bool):
         raise CheckpointError(f"drafter {path}: field 'is_causal' must be true, false or absent, got {is_causal!r}")
@@ -504,6 +554,7 @@ def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
         layer_types=layer_types,
         sliding_window=sliding_window,
         is_causal=is_causal,
+        **dflash2,
     )
 
 
@@ -547,7 +598,7 @@ def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
     scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
     dtype = str(cfg.dtype).replace("torch.", "")
     return {
-        "architectures": [DRAFTER_ARCHITECTURE],
+        "architectures": [DFLASH2_ARCHITECTURE if cfg.dflash2 else DRAFTER_ARCHITECTURE],
         "model_type": "qwen3",
         "hidden_size": cfg.hidden_size,
         "intermediate_size": cfg.intermediate_size,
@@ -573,7 +624,12 @@ def drafter_config_dict(cfg: DrafterConfig) -> dict[str, Any]:
         "torch_dtype": dtype,
         "num_target_layers": cfg.num_target_layers,
         "block_size": cfg.block_size,
-        "dflash_config": {"mask_token_id": cfg.mask_token_id, "target_layer_ids": list(cfg.target_layer_ids)},
+        "dflash_config": {"mask_token_id": cfg.mask_token_id, "target_layer_ids": list(cfg.target_layer_ids),
+                          **({"conv_kernel_size": cfg.conv_kernel_size, "conv_group_size": cfg.conv_group_size,
+                              "selector_rank": cfg.selector_rank, "selector_top_k": cfg.selector_top_k,
+                              "input_embedding_scale": cfg.input_embedding_scale,
+                              "output_multiplier": cfg.output_multiplier,
+                              "final_logit_softcapping": cfg.final_logit_softcapping} if cfg.dflash2 else {})},
     }
 
 
@@ -721,6 +777,15 @@ def drafter_tensor_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     for i in range(cfg.num_hidden_layers):
         shapes.update(_attention_shapes(f"layers.{i}.", cfg, qk_norm=True))
         shapes.update(_mlp_shapes(f"layers.{i}.", cfg, bias=False))
+        if cfg.dflash2:  # vLLM qwen3_dflash2.py DFlashGroupedConv: base_kernel [2, taps, H], kernel_projection
+            groups = h // cfg.conv_group_size
+            for conv in ("attention_conv", "mlp_conv"):
+                shapes[f"layers.{i}.{conv}.base_kernel"] = (2, cfg.conv_kernel_size, h)
+                shapes[f"layers.{i}.{conv}.kernel_projection.weight"] = (2 * cfg.conv_kernel_size * groups, h)
+    if cfg.dflash2:  # CandidateSelector: two [V, r] codebooks and hidden_projection [r, H]
+        shapes["candidate_selector.predecessor_codebook"] = (cfg.vocab_size, cfg.selector_rank)
+        shapes["candidate_selector.successor_codebook"] = (cfg.vocab_size, cfg.selector_rank)
+        shapes["candidate_selector.hidden_projection.weight"] = (cfg.selector_rank, h)
     return shapes
 
 
@@ -757,7 +822,7 @@ def quantized_linear_names(tensors: dict[str, torch.Tensor], shapes: dict[str, t
     plain float weights."""
     stored_quantized = (torch.uint8, torch.float8_e4m3fn)
     return {name[: -len(".weight")] for name, shape in shapes.items()
-            if len(shape) == 2 and name in tensors and tensors[name].dtype in stored_quantized}
+            if len(shape) == 2 and name.endswith(".weight") and name in tensors and tensors[name].dtype in stored_quantized}
 
 
 def check_quantized_tensors(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]], modules: set[str],
@@ -874,8 +939,10 @@ def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, bloc
                        mask_token_id: int, target_layer_ids: list[int] | None = None,
                        intermediate_size: int | None = None, dtype: torch.dtype | None = None,
                        layer_types: list[str] | None = None, sliding_window: int | None = None,
-                       is_causal: bool | None = None) -> DrafterConfig:
-    """A drafter shaped for `target` (z-lab practice: same hidden size, heads, head_dim and RoPE as the target)."""
+                       is_causal: bool | None = None, dflash2: dict[str, Any] | None = None) -> DrafterConfig:
+    """A drafter shaped for `target` (z-lab practice: same hidden size, heads, head_dim and RoPE as the target).
+    dflash2: a DFlash2 drafter's fields (conv_kernel_size, conv_group_size, selector_rank, selector_top_k, optionally
+    input_embedding_scale, output_multiplier, final_logit_softcapping), validated as a config.json's would be."""
     from transformers import Qwen3Config
 
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 2:
@@ -914,6 +981,13 @@ def new_drafter_config(target: TargetConfig, *, num_hidden_layers: int = 5, bloc
         sliding_window=sliding_window if "sliding_attention" in types else None,
         is_causal=is_causal,
     )
+    if dflash2 is not None:
+        try:
+            fields = _dflash2_fields({"dflash_config": dict(dflash2), "hidden_size": cfg.hidden_size,
+                                      "vocab_size": cfg.vocab_size}, Path("<new_drafter_config>"))
+        except CheckpointError as err:
+            raise ConfigError(str(err)) from None
+        cfg = dataclasses.replace(cfg, **fields)
     check_pair(target, cfg)
     return cfg
 

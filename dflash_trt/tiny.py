@@ -167,16 +167,34 @@ def make_target(directory: str | os.PathLike, *, family: str = "qwen3", vocab_si
     return directory
 
 
+# A tiny DFlash2 drafter's fields (vLLM qwen3_dflash2.py's config names).
+DFLASH2_TINY = {"conv_kernel_size": 2, "conv_group_size": 16, "selector_rank": 8, "selector_top_k": 4}
+
+
 def make_drafter(directory: str | os.PathLike, target_dir: str | os.PathLike, *, mask_token_id: int, layers: int = 2,
                  block_size: int = 16, target_layer_ids: list[int] | None = None, seed: int = 1,
                  layer_types: list[str] | None = None, sliding_window: int | None = None,
-                 is_causal: bool | None = None) -> Path:
+                 is_causal: bool | None = None, dflash2: bool | dict | None = None) -> Path:
+    """A random drafter for the target. dflash2: True (or a dict of DFlash2 fields overriding DFLASH2_TINY) writes a
+    DFlash2DraftModel: convolutions whose tap 0 is near identity, and a selector whose pairwise term is O(1), on the
+    scale of the head's logits, so its path differs from the per-slot argmax."""
     target = ckpt.load_target_config(target_dir)
+    fields = None
+    if dflash2:
+        fields = {**DFLASH2_TINY, **(dflash2 if isinstance(dflash2, dict) else {})}
     cfg = ckpt.new_drafter_config(target, num_hidden_layers=layers, block_size=block_size, mask_token_id=mask_token_id,
                                   target_layer_ids=target_layer_ids, layer_types=layer_types,
-                                  sliding_window=sliding_window, is_causal=is_causal)
+                                  sliding_window=sliding_window, is_causal=is_causal, dflash2=fields)
     g = torch.Generator().manual_seed(seed)
     tensors = _random_tensors(ckpt.drafter_tensor_shapes(cfg), g)
+    for name, t in tensors.items():
+        if name.endswith("base_kernel"):  # [2, taps, H]: tap 0 ~ 1, the others ~ 0.3
+            t.mul_(0.3)
+            t[:, 0] += 1.0
+        elif name.endswith("kernel_projection.weight"):  # dynamic part ~ 0.2
+            t.mul_(0.2)
+        elif name.endswith("_codebook"):  # [V, r]: entries ~ r^-1/4, so the rank-r edge term is O(1)
+            t.mul_(math.sqrt(t.shape[1]) * t.shape[1] ** -0.25)
     ckpt.save_drafter(directory, cfg, {k: v.to(cfg.dtype) for k, v in tensors.items()})
     return Path(directory)
 

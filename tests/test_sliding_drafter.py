@@ -5,7 +5,7 @@ lays them out (context keys at positions 0..c-1, then the block's B keys) and ap
 flash-attn does with transformers' `window_size = (W - 1, W - 1)` for a non-causal call with q_len < k_len: the
 queries are aligned to the end of the keys, query i sees key j iff -(W-1) <= j - (i + k_len - q_len) <= W-1, and the
 window is passed only when k_len > W. Also: greedy DFlash with this drafter equals AR token for token, and bad
-layer_types / sliding_window values (and DFlash2 drafters) are refused with one error naming the field.
+layer_types / sliding_window values are refused with one error naming the field.
 """
 
 from __future__ import annotations
@@ -254,14 +254,16 @@ def test_new_drafter_config_validates(pair):
                                 sliding_window=4)
 
 
-def test_dflash2_is_refused(pair, tmp_path):
-    """z-lab's DFlash2 (architectures ["DFlash2DraftModel"], dflash_config with selector_top_k / conv_kernel_size)."""
+def test_dflash2_config_is_accepted(pair, tmp_path):
+    """z-lab's DFlash2 (architectures ["DFlash2DraftModel"], dflash_config with selector_top_k / conv_kernel_size) is
+    run now (tests/test_dflash2.py): its config loads; weights without the conv / selector tensors are refused."""
     d = _edited(pair, tmp_path, architectures=["DFlash2DraftModel"], is_causal=False,
                 dflash_config={"block_size": 8, "conv_group_size": 16, "conv_kernel_size": 2, "selector_rank": 256,
                                "selector_top_k": 16, "mask_token_id": VOCAB - 1, "target_layer_ids": [0, 3]})
-    with pytest.raises(CheckpointError) as err:
-        ckpt.load_drafter_config(d)
-    assert "DFlash2DraftModel" in str(err.value) and "not supported yet" in str(err.value)
+    cfg = ckpt.load_drafter_config(d)
+    assert cfg.dflash2 and (cfg.conv_kernel_size, cfg.selector_top_k) == (2, 16)
+    with pytest.raises(CheckpointError, match="missing tensor.*attention_conv"):
+        DFlashDrafter.from_pretrained(d)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

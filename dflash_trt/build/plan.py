@@ -129,6 +129,11 @@ def make_plan(config: BuildConfig, *, force: bool = False,
         target = ckpt.load_target_summary(config.target)
         torch_runs_target = False
     ckpt.check_pair(target, drafter, config.drafter)
+    if drafter.dflash2 and (config.backend != "torch" or q.format != "none"):
+        # TensorRT-LLM's DFlash drafter has no convolutions nor selector, and the ModelOpt export writes no selector
+        raise ConfigError(f"the drafter {config.drafter} is a DFlash2 drafter (DFlash2DraftModel), which only backend "
+                          f"torch with quantization.format none runs; got backend {config.backend}, quantization.format "
+                          f"{q.format}")
 
     if q.format != "none" and drafter.quantization != "none":
         raise ConfigError(f"field 'quantization.format' is {q.format} but the drafter {config.drafter} is already "

@@ -34,6 +34,10 @@ z-lab's reference under flash-attention, derived from:
   before the block). Published sliding drafters write `is_causal: false` (non-causal, the window on both sides, as
   under flash-attention above); one without the field is causal in its sliding layers, as z-lab serves it.
   Full-attention layers are non-causal unless `is_causal: true`.
+
+DFlash2 drafters (config `architectures: ["DFlash2DraftModel"]`, cfg.dflash2): every layer's attention and MLP sit
+between two grouped dynamic convolutions over the block rows (`attention_conv`, `mlp_conv`), the block embeddings are
+scaled by `input_embedding_scale`, and `select_drafts` walks the candidate selector; see models/dflash2.py.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import torch
 from torch import nn
 
 from dflash_trt import checkpoint as ckpt
+from dflash_trt.models.dflash2 import CandidateSelector, GroupedConv
 from dflash_trt.models.kv_cache import KVCache, slot_view
 from dflash_trt.models.layers import Fused, RMSNorm, RotaryEmbedding, attention
 from dflash_trt.models.quant import QuantLinear
@@ -66,6 +71,15 @@ class DFlashDrafter(nn.Module):
         self._kinds = [(s, c) for s, c in zip(self.sliding, self.causal)]  # what a layer's mask depends on
         if any(self.sliding) and not (isinstance(cfg.sliding_window, int) and cfg.sliding_window >= 1):
             raise ckpt.CheckpointError(f"drafter: sliding_attention layers need sliding_window >= 1, got {cfg.sliding_window!r}")
+        self.candidate_selector: CandidateSelector | None = None
+        if cfg.dflash2:  # DFlash2 (models/dflash2.py): convs around every sublayer, the candidate selector
+            for layer in self.layers:
+                for name in ("attention_conv", "mlp_conv"):
+                    setattr(layer, name, GroupedConv(cfg.hidden_size, cfg.conv_kernel_size, cfg.conv_group_size,
+                                                     cfg.block_size))
+            self.candidate_selector = CandidateSelector(cfg.hidden_size, cfg.vocab_size, cfg.selector_rank,
+                                                        cfg.selector_top_k, cfg.output_multiplier,
+                                                        cfg.final_logit_softcapping)
 
     @property
     def block_size(self) -> int:
@@ -113,6 +127,18 @@ class DFlashDrafter(nn.Module):
         plain = self.fused_fc is not None and type(self.fc) is nn.Linear
         return self.hidden_norm(self.fused_fc(context) if plain else self.fc(context))
 
+    def select_drafts(self, hidden: torch.Tensor, logits: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """DFlash2's drafts: the candidate selector's greedy walk (models/dflash2.py) over the target head's top-K of
+        the drafted slots. hidden [n, k-1, H] (block rows 1..k-1 of `forward`), logits [n, k-1, V] (the target head
+        on them), anchor [n] (the block's first token) -> drafts [n, k-1].
+
+        The walk is greedy at every temperature. The reference (vLLM dflash2/speculator.py) samples the path at T > 0
+        (Gumbel-max over score / T) and hands the realized scores to a q-aware rejection sampler; our verify treats
+        every draft as deterministic (one-hot q), which is lossless for any fixed draft, so it needs the greedy walk."""
+        if self.candidate_selector is None:
+            raise ValueError("select_drafts needs a DFlash2 drafter (candidate_selector)")
+        return self.candidate_selector(hidden, logits, anchor)
+
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         ckpt.save_drafter(directory, self.cfg, dict(self.state_dict()))
 
@@ -152,7 +178,7 @@ class DFlashDrafter(nn.Module):
         features = self._fc(context)
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
-        h = block_embeds
+        h = self._scaled(block_embeds)
         where, rows = cache.where(slots, context_positions), slot_view(slots, host_slots)
         for i, layer in enumerate(self.layers):
             if c:
@@ -205,18 +231,31 @@ class DFlashDrafter(nn.Module):
         key_all = torch.cat([context_positions, block_positions], 1)
         for kind in set(self._kinds) - set(masks):
             masks[kind] = visible & self._layer_mask(kind, block_positions, key_all)
-        h = block_embeds
+        h = self._scaled(block_embeds)
         for i, layer in enumerate(self.layers):
             k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)
             h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, masks[self._kinds[i]])
         return self.norm(h)
 
+    def _scaled(self, block_embeds: torch.Tensor) -> torch.Tensor:
+        """DFlash2's input_embedding_scale on the block's embeddings (1.0: as given)."""
+        scale = self.cfg.input_embedding_scale
+        return block_embeds if scale == 1.0 else block_embeds * scale
+
     @staticmethod
     def _layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible) -> torch.Tensor:
-        """One decoder layer for the block tokens: queries from the block only, keys/values = context ++ block."""
+        """One decoder layer for the block tokens: queries from the block only, keys/values = context ++ block.
+        DFlash2 layers wrap the attention and the MLP in their convolutions (models/dflash2.py): block rows only."""
         attn = layer.self_attn
+        attention_conv, mlp_conv = getattr(layer, "attention_conv", None), getattr(layer, "mlp_conv", None)
         x = layer.input_layernorm(h)
+        if attention_conv is not None:
+            x, after = attention_conv.prepare(x)
         q, k_blk, v_blk = attn.project_qkv(x, cos_b, sin_b)
-        out = attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale)
-        h = h + attn.out(out)
-        return h + layer.mlp(layer.post_attention_layernorm(h))
+        out = attn.out(attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale))
+        h = h + (attention_conv.finish(out, after) if attention_conv is not None else out)
+        x = layer.post_attention_layernorm(h)
+        if mlp_conv is None:
+            return h + layer.mlp(x)
+        x, after = mlp_conv.prepare(x)
+        return h + mlp_conv.finish(layer.mlp(x), after)

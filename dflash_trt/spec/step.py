@@ -284,22 +284,34 @@ class SpecStep:
                      k: int, upto: int) -> torch.Tensor:
         """The drafter's forward in a step: block [last, MASK x (B-1)] -> drafter (taking in the rows' new context) ->
         the target's LM head on slots 1..k-1: logits [n, k-1, V]."""
+        return self.target.logits(self._draft_hidden(rows, last, starts, counts, k, upto))
+
+    def _draft_hidden(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor,
+                      k: int, upto: int) -> torch.Tensor:
+        """draft_logits' drafter forward: the final-normed hidden states of block slots 1..k-1 [n, k-1, H]."""
         drafter = self.drafter
         block_ids, block_pos = self.ops.prepare_block(last, starts, drafter.mask_token_id, drafter.block_size)
         hidden = drafter(self.target.embed(block_ids), block_pos, self.context[rows, : self._context_width], counts,
                          self.drafter_cache, rows, upto, host_slots=self._host_rows)
-        return self.target.logits(hidden[:, 1:k])
+        return hidden[:, 1:k]
 
     def draft(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, k: int,
               upto: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A chain: argmax drafts for slots 1..k-1. Returns (verify ids [n, k] = [last, drafts], drafts [n, k-1])."""
+        """A chain: argmax drafts for slots 1..k-1 (a DFlash2 drafter: its candidate selector's greedy walk, at every
+        temperature; see DFlashDrafter.select_drafts). Returns (verify ids [n, k] = [last, drafts], drafts [n, k-1])."""
+        if getattr(self.drafter, "candidate_selector", None) is not None:
+            hidden = self._draft_hidden(rows, last, starts, counts, k, upto)
+            drafts = self.drafter.select_drafts(hidden, self.target.logits(hidden), last)
+            return torch.cat([last[:, None], drafts], dim=1), drafts
         logits = self.draft_logits(rows, last, starts, counts, k, upto)
         verify_ids, drafts, _ = self.ops.drafts_to_verify(last, logits, starts)
         return verify_ids, drafts
 
     def draft_tree(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor,
                    nodes: int, upto: int) -> DraftTree:
-        """A draft tree of `nodes` nodes from the same drafter forward (spec/tree.py), as deep as the block allows."""
+        """A draft tree of `nodes` nodes from the same drafter forward (spec/tree.py), as deep as the block allows.
+        A DFlash2 drafter's tree is built from its per-slot marginals (its convolutions apply; its candidate selector,
+        a single path, does not): still lossless, as any tree is."""
         depth = max_depth(nodes, self.drafter.block_size)
         return build_tree(self.draft_logits(rows, last, starts, counts, depth + 1, upto), last, nodes)
 
