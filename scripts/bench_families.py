@@ -49,10 +49,15 @@ def hf_config(family: str):
     elif family == "gemma4":
         cfg = tf.Gemma4TextConfig(**common, pad_token_id=0, intermediate_size=MLP, sliding_window=WINDOW,
                                   layer_types=alternating, hidden_size_per_layer_input=0, global_head_dim=HEAD_DIM)
+    elif family == "qwen3_5":  # hybrid: Qwen3.5's pattern of 3 Gated DeltaNet layers to 1 full attention layer
+        cfg = tf.Qwen3_5TextConfig(**common, pad_token_id=None, intermediate_size=MLP,
+                                   layer_types=["linear_attention"] * 3 + ["full_attention"], linear_num_key_heads=2,
+                                   linear_num_value_heads=4, linear_key_head_dim=HEAD_DIM, linear_value_head_dim=HEAD_DIM,
+                                   tie_word_embeddings=False)
     else:
         raise ValueError(family)
     cfg.architectures = [{"gpt_oss": "GptOssForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-                          "gemma4": "Gemma4ForCausalLM"}[family]]
+                          "gemma4": "Gemma4ForCausalLM", "qwen3_5": "Qwen3_5ForCausalLM"}[family]]
     cfg.dtype = "float32"
     return cfg
 
@@ -111,11 +116,11 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="1,4")
     args = ap.parse_args()
     torch.manual_seed(0)
-    names = ["qwen3", "gpt_oss", "qwen3_moe", "gemma4"]
+    names = ["qwen3", "gpt_oss", "qwen3_moe", "gemma4", "qwen3_5"]
     dirs = {name: make_pair(args.output, name) for name in names}
     targets = {name: load_target(dirs[name][0]).fuse() for name in names}
     targets["qwen3-hf"] = qwen3_through_transformers(dirs["qwen3"][0])
-    order = ["qwen3", "qwen3-hf", "gpt_oss", "qwen3_moe", "gemma4"]
+    order = ["qwen3", "qwen3-hf", "gpt_oss", "qwen3_moe", "gemma4", "qwen3_5"]
     taps = [0, 2, LAYERS - 1]
     print(f"target forward per step, ms (median of {args.reps}, interleaved); context {args.context}, float32, "
           f"{torch.get_num_threads()} torch thread(s)")
