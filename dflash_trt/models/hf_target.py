@@ -66,6 +66,7 @@ from transformers.cache_utils import Cache
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import CheckpointError
 from dflash_trt.models.kv_cache import SlotLengths, slot_view
+from dflash_trt.models.layers import forward_positions
 from dflash_trt.models.linear_states import LinearStates
 
 # Families whose transformers model takes a dict of masks by layer type (they read attention_mask[layer_type]).
@@ -406,29 +407,15 @@ class HfTarget(nn.Module):
         if tree is not None and not self.tree_verify:
             raise ValueError(f"{self.cfg.family}: a hybrid target (linear-attention layers) cannot verify draft trees: "
                              "its recurrent state cannot follow a tree's branches; use a chain draft")
-        n, t = input_ids.shape
-        dev = input_ids.device
+        t = input_ids.shape[1]
         start = cache.lengths[slots]
-        positions = start[:, None] + torch.arange(t, device=dev)  # where the T tokens are written in the cache
-        upto = max_length if max_length is not None else int(positions[:, -1].max()) + 1
-        keys = torch.arange(upto, device=dev)
-        if tree is None:
-            rope_positions, key_pos = positions, keys[None, :]
-            visible = keys[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
-        else:
-            depth, ancestors = tree
-            rope_positions = start[:, None] + depth
-            node = keys[None, :] - start[:, None]  # [N, upto]: the key's node index (< 0: the cache before start)
-            at = node.clamp(0, t - 1)
-            in_tree = (node >= 0) & (node < t)
-            is_ancestor = ancestors.gather(2, at[:, None, :].expand(n, t, upto))  # [N, T, upto]: ancestors[:, i, node]
-            visible = (node < 0)[:, None, :] | (in_tree[:, None, :] & is_ancestor)
-            key_pos = torch.where(in_tree, start[:, None] + depth.gather(1, at), keys[None, :])
-        masks = self._masks(visible, rope_positions, key_pos, self.hf.lm_head.weight.dtype)
-        cache.begin(slots, positions, slot_view(slots, host_slots), upto, host_slots)
+        upto = max_length if max_length is not None else int(start.max()) + t
+        pos = forward_positions(start, t, upto, tree)  # where the tokens are written, their RoPE positions, the mask
+        masks = self._masks(pos.visible, pos.rope, pos.keys, self.hf.lm_head.weight.dtype)
+        cache.begin(slots, pos.write, slot_view(slots, host_slots), upto, host_slots)
         completed = False
         try:
-            out = self.decoder(input_ids=input_ids, attention_mask=masks, position_ids=rope_positions,
+            out = self.decoder(input_ids=input_ids, attention_mask=masks, position_ids=pos.rope,
                                past_key_values=cache, use_cache=True, output_hidden_states=bool(tap))
             completed = True
         finally:

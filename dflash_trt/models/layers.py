@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -144,6 +144,35 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> 
     with rotate_half(x) = cat(-x2, x1) written as roll(x, D/2) = cat(x2, x1) times the negated first half of sin: the
     same products, bit for bit, in 4 ops instead of 8."""
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
+
+
+class Positions(NamedTuple):
+    """Where T new tokens per row go and what they see, for a forward over cache + new tokens (TargetModel, HfTarget)."""
+
+    write: torch.Tensor  # [N, T] cache positions the tokens are written at: start + 0..T-1
+    rope: torch.Tensor  # [N, T] their positions in the sequence (RoPE): = write, or start + depth for a draft tree
+    visible: torch.Tensor  # [N, T, upto] bool: the keys each token attends to
+    keys: torch.Tensor  # [N or 1, upto] each key's position in the sequence (what sliding windows measure)
+
+
+def forward_positions(start: torch.Tensor, t: int, upto: int,
+                      tree: tuple[torch.Tensor, torch.Tensor] | None = None) -> Positions:
+    """start [N] (each row's cache length), T new tokens, keys 0..upto-1. Without a tree: causal over cache + new
+    tokens. With a draft tree (depth [N, T], ancestors [N, T, T] bool; spec/tree.py): token i is still written at
+    start + i, but sits at start + depth[i] in the sequence and sees the cache before start and its ancestors (key
+    start + j where ancestors[:, i, j]); key start + j sits at start + depth[j]."""
+    write = start[:, None] + torch.arange(t, device=start.device)
+    keys = torch.arange(upto, device=start.device)
+    if tree is None:
+        return Positions(write, write, keys[None, None, :] <= write[:, :, None], keys[None, :])
+    depth, ancestors = tree
+    node = keys[None, :] - start[:, None]  # [N, upto]: the key's node index (< 0: the cache before start)
+    at = node.clamp(0, t - 1)
+    in_tree = (node >= 0) & (node < t)
+    is_ancestor = ancestors.gather(2, at[:, None, :].expand(-1, t, -1))  # [N, T, upto]: ancestors[:, i, node]
+    visible = (node < 0)[:, None, :] | (in_tree[:, None, :] & is_ancestor)
+    return Positions(write, start[:, None] + depth, visible,
+                     torch.where(in_tree, start[:, None] + depth.gather(1, at), keys[None, :]))
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, scale: float) -> torch.Tensor:

@@ -16,7 +16,7 @@ from torch import nn
 
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.models.kv_cache import KVCache, slot_view
-from dflash_trt.models.layers import Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention
+from dflash_trt.models.layers import Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention, forward_positions
 
 
 class DecoderLayer(nn.Module):
@@ -123,30 +123,20 @@ class TargetModel(nn.Module):
         before start and to the nodes j with ancestors[:, i, j] (the tree attention mask) instead of to 0..i.
         Returns (logits [N, K, V], features [N, T, len(tap_layer_ids) * hidden] or None). Lengths are not advanced.
         """
-        n, t = input_ids.shape
+        t = input_ids.shape[1]
         start = cache.lengths[slots]
-        positions = start[:, None] + torch.arange(t, device=input_ids.device)
-        upto = max_length if max_length is not None else int(positions[:, -1].max()) + 1
-        key_positions = torch.arange(upto, device=input_ids.device)
-        if tree is None:
-            visible = key_positions[None, None, :] <= positions[:, :, None]  # causal over cache + new tokens
-            rope_positions = positions
-        else:
-            depth, ancestors = tree
-            node = key_positions[None, :] - start[:, None]  # [N, upto]: the key's node index, < 0 in the cache
-            in_tree = ancestors.gather(2, node.clamp(0, t - 1)[:, None, :].expand(n, t, upto))
-            visible = (node < 0)[:, None, :] | ((node < t)[:, None, :] & in_tree)
-            rope_positions = start[:, None] + depth
+        upto = max_length if max_length is not None else int(start.max()) + t
+        pos = forward_positions(start, t, upto, tree)
         h = self.embed(input_ids)
-        cos, sin = self.rotary(rope_positions, h.dtype)
-        where, rows = cache.where(slots, positions), slot_view(slots, host_slots)
+        cos, sin = self.rotary(pos.rope, h.dtype)
+        where, rows = cache.where(slots, pos.write), slot_view(slots, host_slots)
         taps: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):
             x = layer.input_layernorm(h)
             q, k, v = layer.self_attn.project_qkv(x, cos, sin)
             cache.write(i, where, k, v)
             keys, values = cache.read(i, rows, upto)
-            h = h + layer.self_attn.out(attention(q, keys, values, visible, layer.self_attn.scale))
+            h = h + layer.self_attn.out(attention(q, keys, values, pos.visible, layer.self_attn.scale))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if tap and i in self.tap_layer_ids:
                 taps[i] = h
