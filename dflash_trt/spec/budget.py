@@ -20,9 +20,8 @@ have been (`SpecStep` reports what that chain would have accepted), so the chain
 run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of the tree's acceptance to
 its argmax chain's, counted on the same tree steps (`TreeCounts`), each shrunk toward the chain's global estimate —
 a paired comparison, so it does not depend on which text trees happened to be chosen for. cost(n, d) is seconds per
-step for a batch of n
-requests, from a table measured when the first auto scheduler starts (`SpecStep.time_step` on this device and dtype,
-or given) and refined online from the windows' own times (an exponential average). Given the same cost table
+step for a batch of n requests, from a table measured when the first auto scheduler starts (`SpecStep.time_step` on
+this device and dtype, or given) and refined online from the windows' own times (an exponential average). Given the same cost table
 (`refine=False`) and the same observations the choice is deterministic, and it only needs the window's host read (τ
 per step per request) — no extra device sync.
 
@@ -250,16 +249,23 @@ class AutoBudget:
     def acceptance(self, request_id: Hashable | None = None, draft: Draft = Draft("chain", 2)) -> list[float]:
         """p(j) for depths 1..B-1 of `draft` (chains; a tree: the chain's times its lift): the global estimate, or a
         request's."""
-        g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
-        counts = self._requests.get(request_id) if request_id is not None else None
-        p = g if counts is None else _shrink(g, counts, REQUEST_WEIGHT)
-        if draft.tree:
-            p = [min(x * lift, MAX_ACCEPTANCE) for x, lift in zip(p, self.lift(draft.size))]
-        return p
+        g = self._global()
+        p = self._chain_curve(request_id, g)
+        return _lifted(p, self._lift(g, draft.size)) if draft.tree else p
 
     def lift(self, size: int) -> list[float]:
         """Per depth: the tree's acceptance over its argmax chain's on the same tree steps (1 where unmeasured)."""
-        g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+        return self._lift(self._global(), size)
+
+    def _global(self) -> list[float]:
+        """The drafter's chain curve over every request, shrunk toward the prior."""
+        return _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+
+    def _chain_curve(self, request_id: Hashable | None, g: list[float]) -> list[float]:
+        counts = self._requests.get(request_id) if request_id is not None else None
+        return g if counts is None else _shrink(g, counts, REQUEST_WEIGHT)
+
+    def _lift(self, g: list[float], size: int) -> list[float]:
         counts = self.tree_curves[size]
         return [t / c for t, c in zip(_shrink(g, counts.tree, TREE_PRIOR_WEIGHT),
                                       _shrink(g, counts.chain, TREE_PRIOR_WEIGHT))]
@@ -285,10 +291,15 @@ class AutoBudget:
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
                 return Draft("tree", size)
+        # the estimates once per window: the global curve, each tree size's lift, each request's chain curve
+        g = self._global()
+        lifts = {size: self._lift(g, size) for size in self.trees}
+        chains = [self._chain_curve(r, g) for r in requests]
         rates = {}
         for d in self.drafts:
             tau = d.max_tau(self.block_size)
-            rates[d] = sum(self.expected_tokens(self.acceptance(r, d), tau) for r in requests) / self.cost.cost(n, d)
+            curves = [_lifted(p, lifts[d.size]) for p in chains] if d.tree else chains
+            rates[d] = sum(self.expected_tokens(p, tau) for p in curves) / self.cost.cost(n, d)
         best = _argmax(rates)
         if best.size == 1:
             due = []
@@ -349,6 +360,11 @@ def _argmax(rates: dict[Draft, float]) -> Draft:
         if rate > best_rate * (1 + 1e-9):
             best, best_rate = d, rate
     return best
+
+
+def _lifted(p: Sequence[float], lift: Sequence[float]) -> list[float]:
+    """A chain curve times a tree's lift, kept a probability."""
+    return [min(x * f, MAX_ACCEPTANCE) for x, f in zip(p, lift)]
 
 
 def _shrink(toward: Sequence[float], counts: AcceptanceCounts, weight: float) -> list[float]:
