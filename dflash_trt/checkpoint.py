@@ -427,8 +427,6 @@ def _dflash_field(raw: dict[str, Any], name: str):
 
 
 DRAFTER_LAYER_TYPES = ("full_attention", "sliding_attention")
-# Drafter architectures that are recognised but not run, with the reason (none at present).
-REFUSED_DRAFTER_ARCHITECTURES: dict[str, str] = {}
 DFLASH2_ARCHITECTURE = "DFlash2DraftModel"
 
 
@@ -511,10 +509,6 @@ def load_drafter_config(directory: str | os.PathLike) -> DrafterConfig:
     raw = read_config_json(directory, "drafter")
     path = directory / CONFIG_NAME
     archs = raw.get("architectures") or []
-    refused = [a for a in archs if a in REFUSED_DRAFTER_ARCHITECTURES] if isinstance(archs, list) else []
-    if refused:
-        raise CheckpointError(f"drafter {path}: field 'architectures' = {archs!r}: {refused[0]} is "
-                              f"{REFUSED_DRAFTER_ARCHITECTURES[refused[0]]}")
     if DRAFTER_ARCHITECTURE not in archs and DFLASH2_ARCHITECTURE not in archs:
         raise CheckpointError(
             f"drafter {path}: field 'architectures' = {archs!r}; a DFlash drafter must declare [\"{DRAFTER_ARCHITECTURE}\"] "

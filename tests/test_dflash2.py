@@ -23,6 +23,7 @@ from dflash_trt import tiny
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import CheckpointError, ConfigError
 from dflash_trt.models import DFlashDrafter
+from test_sliding_drafter import close, linear, rms, rope  # the plain building blocks of the drafter re-implementation
 
 VOCAB = 300
 BLOCK = 16
@@ -40,10 +41,6 @@ def pair(tmp_path_factory):
 @pytest.fixture(scope="module")
 def drafter(pair):
     return DFlashDrafter.from_pretrained(pair[1], dtype=torch.float32)
-
-
-def close(actual, expected, msg=""):
-    torch.testing.assert_close(actual.float(), expected.float(), atol=2e-5, rtol=2e-5, msg=lambda m: f"{msg}\n{m}")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -69,23 +66,6 @@ def conv_rows(x, delta, base_side, group_size, block):
             for ch in range(h):
                 out[t, ch] += (base_side[j, ch] + delta[t, j, ch // group_size]) * x[t - j, ch]
     return out
-
-
-def rms(x, weight, eps):
-    return weight * (x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps))
-
-
-def rope(x, positions, theta):
-    d = x.shape[-1]
-    inv_freq = 1.0 / theta ** (torch.arange(0, d, 2).float() / d)
-    angles = positions.float()[:, None] * inv_freq[None, :]
-    cos, sin = torch.cat([angles, angles], -1).cos()[:, None], torch.cat([angles, angles], -1).sin()[:, None]
-    rotated = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
-    return x * cos + rotated * sin
-
-
-def linear(x, lin):
-    return x @ lin.weight.T
 
 
 def wrapped(conv, x, sublayer, cfg):

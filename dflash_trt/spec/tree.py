@@ -1,7 +1,7 @@
 """Draft trees from the drafter's one pass (`--draft tree:N`).
 
 The drafter predicts every block slot at once: slot d (1..B-1) gets a distribution p_d over the token at depth d.
-A draft tree takes, instead of one argmax chain, the N - 1 most probable *paths prefixes* under those marginals — the
+A draft tree takes, instead of one argmax chain, the N - 1 most probable *path prefixes* under those marginals — the
 best-first tree of DDTree / SpecInfer: a node is a path (t_1..t_d) from the root (the last verified token), its score
 the drafter's joint log-probability sum_j log p_j(t_j), and the tree is the N best-scoring nodes (the root included).
 
