@@ -104,6 +104,42 @@ def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     assert budget.choose(["x"]) == chain(4)
 
 
+def test_auto_reuses_its_estimates_only_while_nothing_was_observed():
+    """choose() keeps the batch's expected tokens between windows that observe nothing (K = 1): after any
+    observation, forget or change of batch, the kept sums must equal a fresh computation."""
+    rng = np.random.default_rng(0)
+    budget = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
+    fresh = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES, curve=budget.curve,
+                       tree_curves=budget.tree_curves)
+    reused = 0
+    live = [0, 1, 2]
+    for step in range(300):
+        op = rng.integers(5)
+        r = int(rng.choice(live))
+        if op == 0:
+            k = int(rng.choice([2, 4, 8, 16]))
+            taus = [int(t) for t in rng.integers(1, k + 1, size=2)]
+            for b in (budget, fresh):
+                b.observe(r, Draft("chain", k), taus)
+        elif op == 1:
+            n = int(rng.choice(AUTO_TREES))
+            chain = [(8, int(t)) for t in rng.integers(1, 9, size=2)]
+            for b in (budget, fresh):
+                b.observe(r, Draft("tree", n), [t + 1 for _, t in chain], chain)
+        elif op == 2:
+            for b in (budget, fresh):
+                b.forget(r)
+            if rng.random() < 0.5:  # the id leaves (else it comes back at once: its counts start over)
+                live = sorted(set(live) - {r}) or [step]
+                live.append(step + 1000)
+        kept = budget._expected[1]
+        budget.choose(live)
+        reused += op > 2 and budget._expected[1] is kept
+        fresh._expected = ((), {})  # no kept sums: computed from the counts
+        assert budget._expected_tokens(live) == fresh._expected_tokens(live), step
+    assert reused > 50  # windows that observed nothing reused the sums
+
+
 def test_fixed_is_fixed():
     fixed = Fixed(chain(8))
     fixed.observe("a", chain(8), [1, 1, 1])
@@ -287,8 +323,11 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     costs = dict(engine.draft_costs)
     drafts = auto_drafts(16, AUTO_TREES)  # chains and the trees auto considers on a native target
     assert {(n, d) for n in (1, 2, 4) for d in drafts} == set(costs) and all(v > 0 for v in costs.values())
+    first = engine.new_scheduler(draft="auto").budget.cost
+    assert first.seconds != costs  # the first run's windows refined the engine's table ...
     engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=4), draft="auto")
     assert engine.draft_costs == costs  # measured once per engine
+    assert engine.new_scheduler(draft="auto").budget.cost is first  # ... which every later run goes on refining
     ar = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), use_drafter=False)
     assert [r.token_ids for r in r1] == [a.token_ids for a in ar]
     assert all(r.stats.to_dict()["mean_verify_len"] >= 1 for r in r1)

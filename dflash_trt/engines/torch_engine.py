@@ -125,6 +125,7 @@ class TorchEngine:
         # auto considers (none where the target cannot verify trees).
         self.draft_costs: dict[tuple[int, Draft], float] | None = None
         self.refine_draft_costs = True
+        self._cost_table: tuple | None = None  # ((id of draft_costs, refine), the CostTable every auto run refines)
         self.draft_prior: list[float] | None = None
         self.auto_trees: tuple[int, ...] = AUTO_TREES if self.step_runner.max_tree_nodes else ()
         # the drafter's acceptance, counted over every auto run: chains, and per tree size
@@ -202,8 +203,8 @@ class TorchEngine:
 
     def draft_budget(self, kind: str, k: int) -> Fixed | AutoBudget:
         """A new scheduler's draft budget: a fixed chain of K, a fixed tree of N nodes, or "auto" over a cost table of
-        this engine's steps (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; each
-        scheduler refines its own copy online)."""
+        this engine's steps (`draft_costs`: measured once per engine with SpecStep.measure_costs, unless set; one table
+        per engine, refined online by every scheduler's windows, so a run starts from what the last one learnt)."""
         if kind == "tree" and not self.step_runner.max_tree_nodes:
             raise RequestError(f"draft 'tree:{k}': this target ({self.target.cfg.family}) has linear-attention "
                                "layers, whose recurrent state follows one sequence, not a tree's branches; use "
@@ -214,7 +215,10 @@ class TorchEngine:
             self.draft_costs = self.step_runner.measure_costs(auto_drafts(k, self.auto_trees))
         if self.draft_curve is None:
             self.draft_curve = AcceptanceCounts.empty(k - 1)
-        return AutoBudget(k, CostTable.measured(self.draft_costs, refine=self.refine_draft_costs),
+        source = (id(self.draft_costs), self.refine_draft_costs)
+        if self._cost_table is None or self._cost_table[0] != source:  # one table per engine, refined by every run
+            self._cost_table = (source, CostTable.measured(self.draft_costs, refine=self.refine_draft_costs))
+        return AutoBudget(k, self._cost_table[1],
                           prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
                           tree_curves=self.tree_curves)
 
