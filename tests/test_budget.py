@@ -70,9 +70,28 @@ def test_cost_table_interpolates_and_is_monotone():
     assert t.cost(1, c1) == 1.0  # refine=False: fixed
     r = CostTable({(1, c1): 1.0}, refine=True)
     r.observe(1, c1, 2.0)
-    assert 1.0 < r.cost(1, c1) < 2.0
+    assert 1.0 < r.cost(1, c1) < 2.0 and r.drift > 1.0
     with pytest.raises(ValueError, match="a Draft"):
         CostTable({(1, 1): 1.0})
+
+
+def test_cost_refinement_follows_the_machine_for_every_draft_and_a_draft_slowly():
+    """A machine that slows down 2x slows every draft: the drift follows it within a few windows while the entries
+    (whose ratios decide) barely move; a draft that really costs 1.5x its entry gets there over many windows, and
+    a batch size between the measured ones starts from the interpolation, not from one noisy window."""
+    c1, c8 = chain(1), chain(8)
+    t = CostTable({(1, c1): 1.0, (1, c8): 3.0, (4, c1): 2.0, (4, c8): 9.0})
+    for _ in range(40):
+        t.observe(1, c1, 2.0)
+        t.observe(1, c8, 6.0)
+    assert t.drift == pytest.approx(2.0, rel=0.05) and t.cost(1, c1) < 1.1  # the drift took the slowdown
+    assert t.cost(1, c8) / t.cost(1, c1) == pytest.approx(3.0, rel=0.02)  # the choice is unchanged
+    for _ in range(1000):  # chain:8 is really 1.5x what was measured, AR as measured
+        t.observe(1, c1, 2.0)
+        t.observe(1, c8, 9.0)
+    assert t.cost(1, c8) / t.cost(1, c1) == pytest.approx(4.5, rel=0.05)
+    t.observe(2, c1, 100.0)  # one outlier window at an unmeasured batch size
+    assert t.cost(2, c1) < 2.0
 
 
 def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():

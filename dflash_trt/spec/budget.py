@@ -20,9 +20,11 @@ have been (`SpecStep` reports what that chain would have accepted), so the chain
 run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of the tree's acceptance to
 its argmax chain's, counted on the same tree steps (`TreeCounts`), each shrunk toward the chain's global estimate —
 a paired comparison, so it does not depend on which text trees happened to be chosen for. cost(n, d) is seconds per
-step for a batch of n requests, from a table measured when the first auto scheduler starts (`SpecStep.time_step` on
-this device and dtype, or given) and refined online from the windows' own times (an exponential average; one table per engine, so each run
-starts from what the runs before it measured). Given the same cost table
+step for a batch of n requests, from a table measured when the first auto scheduler starts (`SpecStep.measure_costs`
+on this device and dtype, every draft timed in each round so machine drift shifts all alike; or given) and refined
+online from the windows' own times: a window's time first moves a drift factor common to every draft (the machine's
+speed now), and only the rest moves the draft's entry, slowly (`CostTable.observe`); one table per engine, so each
+run starts from what the runs before it measured. Given the same cost table
 (`refine=False`) and the same observations the choice is deterministic, and it only needs the window's host read (τ
 per step per request) — no extra device sync.
 
@@ -39,6 +41,7 @@ The output never depends on the draft (every draft is lossless: spec output = AR
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -49,7 +52,8 @@ DEFAULT_PRIOR = 0.7  # prior probability that a draft is accepted given the ones
 PRIOR_WEIGHT = 4.0  # pseudo-observations of the prior in the global estimate
 REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request's estimate
 REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
-COST_SMOOTHING = 0.2  # weight of a new window's time in the online cost average
+DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
+COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
 MAX_PROBE_BACKOFF = 16  # a request held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 16x
@@ -96,8 +100,9 @@ class CostTable:
     """Seconds per step, by batch size n and draft (a `Draft`), measured at a few batch sizes: linear interpolation
     between them (beyond the largest: proportional to n). Refined online (`observe`)."""
 
-    seconds: dict[tuple[int, Draft], float]  # (n, draft) -> seconds per step
+    seconds: dict[tuple[int, Draft], float]  # (n, draft) -> seconds per step, at the table's own machine speed
     refine: bool = True
+    drift: float = 1.0  # the machine's speed now relative to the table's (window time / table entry), learnt online
 
     def __post_init__(self):
         for (n, d), s in self.seconds.items():
@@ -143,13 +148,20 @@ class CostTable:
         return (1 - t) * self.seconds[(a, k)] + t * self.seconds[(b, k)]
 
     def observe(self, n: int, k: Draft, seconds_per_step: float) -> None:
+        """A window's measured seconds per step. The machine's speed drifts (a shared VM, clocks, other work), and it
+        drifts for every draft alike, while the choice depends only on the ratios between drafts: so a window's time
+        first moves `drift`, the machine's current speed relative to the table (fast), and only what the drift does
+        not explain moves the draft's own entry (slowly). Raw averages of window times judged each draft at the speed
+        of the minutes it last ran in (measured: auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without)."""
         if not self.refine or seconds_per_step <= 0:
             return
         key = (n, k)
-        old = self.seconds.get(key)
-        if old is None:
+        if key not in self.seconds:  # a batch size between the measured ones: starts from the interpolation
+            self.seconds[key] = self.cost(n, k)
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
-        self.seconds[key] = seconds_per_step if old is None else (1 - COST_SMOOTHING) * old + COST_SMOOTHING * seconds_per_step
+        residual = math.log(seconds_per_step / (self.seconds[key] * self.drift))
+        self.drift *= math.exp(DRIFT_RATE * residual)
+        self.seconds[key] *= math.exp(COST_SMOOTHING * (residual - DRIFT_RATE * residual))
 
 
 @dataclass

@@ -390,40 +390,40 @@ class SpecStep:
     def time_step(self, n: int, k: int, spec: bool = True, length: int = 256, repeats: int = 5,
                   tree: bool = False) -> float:
         """Median seconds of one eager step of `n` slots verifying `k` slots (tree: a draft tree of k nodes), at cache
-        length `length` with dummy tokens (what `AutoBudget`'s cost table starts from). Uses slots 0..n-1, which must
-        be free: their state is reset afterwards (empty caches, done)."""
+        length `length` with dummy tokens (after one warm-up step). Uses slots 0..n-1, which must be free: their state
+        is reset afterwards (empty caches, done)."""
+        self._timed_step(n, k, spec, length, tree)  # warms up
+        times = sorted(self._timed_step(n, k, spec, length, tree) for _ in range(repeats))
+        return times[len(times) // 2]
+
+    def _timed_step(self, n: int, k: int, spec: bool, length: int, tree: bool) -> float:
+        """Seconds of one eager step as time_step describes it, slots 0..n-1 left free."""
         dev = self.device
         n = min(n, self.max_batch_size)
         rows = torch.arange(n, device=dev)
         length = max(1, min(length, self.max_seq_len - k - 1))
         spec = spec and self.drafter is not None
         pending = max(1, k // 2)  # drafter context rows a step takes in: about the last τ
-
-        def reset() -> None:
-            self.target_cache.lengths[rows] = length
-            self.last[rows] = 0
-            self.temperature[rows], self.top_k[rows], self.top_p[rows], self.keys[rows] = 0.0, 0, 1.0, 0
-            self.stop_ids[rows] = -1
-            self.budget[rows], self.produced[rows], self.done[rows] = self.max_seq_len, 0, False
-            self.step_index.zero_()
-            if spec:
-                self.drafter_cache.lengths[rows] = length - pending
-                self.context_counts[rows] = pending
-
+        self.target_cache.lengths[rows] = length
+        self.last[rows] = 0
+        self.temperature[rows], self.top_k[rows], self.top_p[rows], self.keys[rows] = 0.0, 0, 1.0, 0
+        self.stop_ids[rows] = -1
+        self.budget[rows], self.produced[rows], self.done[rows] = self.max_seq_len, 0, False
+        self.step_index.zero_()
+        if spec:
+            self.drafter_cache.lengths[rows] = length - pending
+            self.context_counts[rows] = pending
         self._host_rows = list(range(n))
         self._context_width = pending
         self._defer = spec and k == 1 and not tree  # what auto's AR windows cost while the context rows have room
-        times = []
-        for i in range(repeats + 1):  # the first one warms up
-            reset()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            t0 = time.perf_counter()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
             self._step(rows, k, spec, length + k, False, tree)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            if i:
-                times.append(time.perf_counter() - t0)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        seconds = time.perf_counter() - t0
         self.target_cache.lengths[rows] = 0
         self.done[rows], self.produced[rows], self.budget[rows] = True, 0, 0
         self.step_index.zero_()
@@ -432,10 +432,18 @@ class SpecStep:
         if spec:
             self.drafter_cache.lengths[rows] = 0
             self.context_counts[rows] = 0
-        return sorted(times)[len(times) // 2]
+        return seconds
 
-    def measure_costs(self, drafts: list[Draft], length: int = 256) -> dict[tuple[int, Draft], float]:
-        """(n, draft) -> seconds per step for n in the batch buckets and every draft (chain:1: the drafter only takes
-        in context). All slots must be free."""
-        return {(n, d): self.time_step(n, d.size, True, length, tree=d.tree)
-                for n in bucket_sizes(self.max_batch_size) for d in drafts}
+    def measure_costs(self, drafts: list[Draft], length: int = 256, repeats: int = 5) -> dict[tuple[int, Draft], float]:
+        """(n, draft) -> median seconds per step for n in the batch buckets and every draft (chain:1: an AR step of
+        the drafting engine, the drafter deferred). Round robin: every round times each (n, draft) once, after a
+        warm-up round, so a machine whose speed drifts (a shared VM, clocks) shifts every entry alike instead of the
+        ones timed last — the choice depends only on their ratios. All slots must be free."""
+        shapes = [(n, d) for n in bucket_sizes(self.max_batch_size) for d in drafts]
+        times: dict[tuple[int, Draft], list[float]] = {s: [] for s in shapes}
+        for r in range(repeats + 1):
+            for n, d in shapes:
+                seconds = self._timed_step(n, d.size, True, length, d.tree)
+                if r:
+                    times[(n, d)].append(seconds)
+        return {s: sorted(t)[len(t) // 2] for s, t in times.items()}

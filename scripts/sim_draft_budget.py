@@ -1,0 +1,294 @@
+#!/usr/bin/env python
+"""Draft budgets replayed on measured acceptance traces: what each fixed draft, `auto` and the per-step oracle would
+reach on the same prompts, in seconds of simulated time instead of minutes of benchmark.
+
+    python scripts/sim_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
+        [--num-prompts 80] [--max-new-tokens 128] [--batch-sizes 1,8] [--torch-threads 1] [--output DIR]
+
+Why it is exact: at greedy, the output is the AR output whatever the drafts, and the drafter's proposal at a position
+depends only on the verified prefix (its context = the target's features of every token before the block), not on
+which steps led there. So for every position t of the continuation we measure once (one target forward with taps over
+prompt + AR output, then the drafter's block at every anchor in a few batched `forward_train` passes, as in training):
+
+    L(t)        drafts a chain accepts at t (leading block drafts equal to the AR tokens; chain:K accepts min(L, K - 1))
+    tree N      the depth of the longest path of the best-first tree of N nodes (spec/tree.py) that follows the AR
+                tokens, and how deep the drafter's argmax chain lies inside that tree (what auto learns from a tree)
+
+and any policy's run is a walk over t: choose a draft, τ = its acceptance at t + 1 (capped by the tokens left),
+t += τ. Time = the sum of cost(n, draft) over the windows, cost from a table of real window times (each fixed draft run
+through the engine's scheduler on the same prompts in batches of the largest size, timed per window by batch size
+as requests leave; --costs FILE reuses one). `auto` is the real `AutoBudget` fed
+those observations (its own cost table: the engine's startup measurement, as when serving); the oracle (batch 1)
+chooses every step knowing every L(t): a dynamic program over t, the upper bound of any per-step policy with this
+cost table. auto refines its table with the true window costs as it goes, as the engine does with measured ones. A batch of n prompts runs windows until all are done (one draft per window for the whole batch, requests
+leave when done, as the scheduler does).
+
+Prints and writes (results.json, README.md): per batch size, simulated tok/s of each policy and its ratio to AR, mean
+τ, and for batch 1 the oracle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
+DRAFTS = ("chain:1", "chain:4", "chain:8", "chain:16", "tree:16", "tree:32")
+
+
+def acceptance_traces(engine, prompts: list[list[int]], max_new_tokens: int, tree_sizes=(16, 32), chunk: int = 32):
+    """Per prompt: the AR continuation, and per anchor t (0 = the first decode step) L(t), and per tree size N the
+    accepted depth and the argmax chain's depth inside the tree."""
+    import torch
+
+    from dflash_trt import SamplingParams
+    from dflash_trt.spec.tree import build_tree, max_depth
+    from dflash_trt.train.trainer import block_visibility
+
+    target, drafter, runner = engine.target, engine.drafter, engine.step_runner
+    b = drafter.block_size
+    traces = []
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=max_new_tokens), use_drafter=False)
+    for prompt, out in zip(prompts, outs):
+        seq = list(prompt) + list(out.token_ids)
+        s, p = len(seq), len(prompt)
+        ids = torch.tensor([seq])
+        slots = torch.zeros(1, dtype=torch.long)
+        with torch.inference_mode():
+            runner.target_cache.set_lengths(slots, torch.zeros(1, dtype=torch.long))
+            _, features = target(ids, runner.target_cache, slots, logits_at=torch.tensor([[s - 1]]), tap=True,
+                                 max_length=s, host_slots=[0])
+            runner.target_cache.set_lengths(slots, torch.zeros(1, dtype=torch.long))
+            anchors = list(range(p, s - 1))  # the block's last verified token sits at t; its drafts predict t + 1 ...
+            chain, trees = [], {n: ([], []) for n in tree_sizes}
+            for i in range(0, len(anchors), chunk):
+                a = torch.tensor([anchors[i: i + chunk]])
+                m = a.shape[1]
+                positions = a[:, :, None] + torch.arange(b)
+                block = torch.full((1, m, b), drafter.mask_token_id, dtype=torch.long)
+                block[:, :, 0] = ids.gather(1, a)
+                hidden = drafter.forward_train(target.embed(block).reshape(1, m * b, -1), positions.reshape(1, m * b),
+                                               features, torch.arange(s)[None], block_visibility(a, s, b))
+                logits = target.logits(hidden.reshape(m, b, -1)[:, 1:])  # [m, B - 1, V]
+                truth = torch.tensor([[seq[t + j] if t + j < s else -1 for j in range(1, b)] for t in anchors[i: i + chunk]])
+                chain += (logits.argmax(-1) == truth).long().cumprod(1).sum(1).tolist()
+                roots = torch.tensor([seq[t] for t in anchors[i: i + chunk]])
+                for n in tree_sizes:
+                    depth = max_depth(n, b)
+                    tree = build_tree(logits[:, :depth], roots, n)
+                    # a node is accepted if its whole root path follows the AR tokens: its token = the truth at its depth
+                    ok = torch.ones_like(tree.tokens, dtype=torch.bool)
+                    follows = tree.tokens == torch.cat([roots[:, None], truth[:, :depth]], 1).gather(1, tree.depth)
+                    for j in range(1, n):  # parents precede children: one pass
+                        ok[:, j] = follows[:, j] & ok.gather(1, tree.parents[:, j: j + 1].clamp_min(0))[:, 0]
+                    trees[n][0].extend(torch.where(ok, tree.depth, 0).max(1).values.tolist())
+                    trees[n][1].extend(tree.chain_depth.tolist())
+        traces.append({"prompt_len": p, "tokens": len(out.token_ids), "chain": chain,
+                       "trees": {str(n): {"accepted": v[0], "chain_depth": v[1]} for n, v in trees.items()}})
+    return traces
+
+
+class Walk:
+    """One request replayed over its trace."""
+
+    def __init__(self, rid, trace, block_size):
+        self.rid, self.trace, self.block_size = rid, trace, block_size
+        self.produced = 1  # the prefill's token
+        self.taus: list[int] = []
+
+    @property
+    def done(self) -> bool:
+        return self.produced >= self.trace["tokens"]
+
+    def step(self, draft) -> tuple[int, tuple[int, int] | None]:
+        """τ of one step with `draft`, and for a tree its argmax chain's (K, τ)."""
+        t = self.produced - 1
+        left = self.trace["tokens"] - self.produced
+        chain = self.trace["chain"][t] if t < len(self.trace["chain"]) else 0
+        if draft.tree:
+            tr = self.trace["trees"][str(draft.size)]
+            accepted, depth = tr["accepted"][t], tr["chain_depth"][t]
+            equiv = (depth + 1, min(chain, depth, left) + 1)
+        else:
+            accepted, equiv = min(chain, draft.size - 1), None
+        tau = min(accepted, left) + 1
+        self.produced += tau
+        self.taus.append(tau)
+        return tau, equiv
+
+
+def simulate(traces, batch_size, policy, cost, block_size):
+    """Replays `policy` (a budget: choose/observe/forget) over the traces in batches; returns (tokens, seconds, τs)."""
+    from dflash_trt.spec.budget import Draft
+
+    tokens, seconds, taus = 0, 0.0, []
+    for start in range(0, len(traces), batch_size):
+        live = [Walk((start, i), tr, block_size) for i, tr in enumerate(traces[start: start + batch_size])]
+        tokens += sum(w.trace["tokens"] for w in live)
+        live = [w for w in live if not w.done]
+        while live:
+            d = policy.choose([w.rid for w in live]) if not isinstance(policy, Draft) else policy
+            seconds += cost(len(live), d)
+            if not isinstance(policy, Draft):
+                policy.observe_time(len(live), d, cost(len(live), d))
+            for w in live:
+                tau, equiv = w.step(d)
+                if not isinstance(policy, Draft):
+                    policy.observe(w.rid, d, [tau], [equiv] if equiv else ())
+            for w in [w for w in live if w.done]:
+                taus += w.taus
+                if not isinstance(policy, Draft):
+                    policy.forget(w.rid)
+            live = [w for w in live if not w.done]
+    return tokens, seconds, taus
+
+
+def oracle(traces, cost, drafts, block_size):
+    """Batch 1: the least time to finish each request choosing every step's draft knowing every L(t)."""
+    tokens, seconds = 0, 0.0
+    for i, tr in enumerate(traces):
+        n = tr["tokens"]
+        best = [0.0] * (n + 1)  # best[p]: seconds to finish from `p` tokens produced
+        for p in range(n - 1, 0, -1):
+            options = []
+            for d in drafts:
+                w = Walk(i, tr, block_size)
+                w.produced = p
+                tau, _ = w.step(d)
+                options.append(cost(1, d) + best[min(p + tau, n)])
+            best[p] = min(options)
+        tokens += n
+        seconds += best[1]
+    return tokens, seconds
+
+
+def measure_window_costs(engine, prompts, batch_size, drafts, max_new_tokens):
+    """Median seconds per window by (n, draft): each fixed draft run through the scheduler on the prompts in batches
+    of `batch_size`, interleaved batch by batch; requests leave as they finish, so windows of every n <= batch_size
+    are timed (a step's cost is not linear in n: interpolating between a few batch sizes misjudges it by 10 %)."""
+    from dflash_trt import SamplingParams
+    from dflash_trt.spec import budget as budget_module
+
+    times: dict = {}
+    observe = budget_module.Fixed.observe_time
+    mode = [None]
+
+    def record(self, n, draft, seconds_per_step):
+        times.setdefault((n, mode[0]), []).append(seconds_per_step)
+
+    auto_choose, auto_observe = budget_module.AutoBudget.choose, budget_module.AutoBudget.observe_time
+    budget_module.Fixed.observe_time = budget_module.AutoBudget.observe_time = record
+    budget_module.AutoBudget.choose = lambda self, requests: budget_module.Draft("chain", 1)
+    try:
+        params = SamplingParams(max_new_tokens=max_new_tokens)
+        batches = [prompts[i: i + batch_size] for i in range(0, len(prompts), batch_size)]
+        for i, batch in enumerate(batches):
+            for d in drafts[i % len(drafts):] + drafts[: i % len(drafts)]:
+                mode[0] = d
+                kw = {"use_drafter": False} if d == "ar" else {"draft": "auto" if d == "chain:1" else d}
+                engine.generate(batch, params, **kw)
+    finally:
+        budget_module.Fixed.observe_time = observe
+        budget_module.AutoBudget.choose, budget_module.AutoBudget.observe_time = auto_choose, auto_observe
+    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", default=str(FIXTURE / "target"))
+    p.add_argument("--drafter", default=str(FIXTURE / "drafter"))
+    p.add_argument("--dataset", default=str(ROOT / "data" / "prompts" / "eagle_gsm8k.jsonl"))
+    p.add_argument("--num-prompts", type=int, default=80)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--batch-sizes", default="1,8")
+    p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--max-seq-len", type=int, default=512)
+    p.add_argument("--traces", default=None, help="reuse the traces of an earlier run (its traces.json)")
+    p.add_argument("--costs", default=None, help="reuse the window costs of an earlier run (its costs.json)")
+    p.add_argument("--cost-prompts", type=int, default=24, help="batches per batch size timed for the cost table")
+    p.add_argument("--output", default=None)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from dflash_trt.bench.datasets import encode_prompt
+    from dflash_trt.engines.torch_engine import TorchEngine
+    from dflash_trt.spec.budget import AutoBudget, CostTable, Draft
+
+    torch.set_num_threads(args.torch_threads)
+    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    engine = TorchEngine.from_pretrained(args.target, args.drafter, device="cpu", max_batch_size=max(sizes),
+                                         max_seq_len=args.max_seq_len)
+    block = engine.drafter.block_size
+    turns = [json.loads(line)["turns"][0] for line in Path(args.dataset).read_text().splitlines() if line.strip()]
+    prompts = [encode_prompt(engine.tokenizer, t, args.max_seq_len - args.max_new_tokens)[0]
+               for t in turns[: args.num_prompts]]
+    t0 = time.perf_counter()
+    traces = (json.loads(Path(args.traces).read_text()) if args.traces
+              else acceptance_traces(engine, prompts, args.max_new_tokens))
+    print(f"traces: {len(traces)} prompts, {sum(t['tokens'] for t in traces)} tokens ({time.perf_counter() - t0:.0f} s)")
+    drafts = [Draft(*(x if i == 0 else int(x) for i, x in enumerate(d.split(":")))) for d in DRAFTS]
+    if args.costs:
+        saved = json.loads(Path(args.costs).read_text())
+        raw, startup = saved["windows"], saved["startup"]
+    else:
+        # "ar": plain AR (no drafter); "chain:1": auto's AR step on the drafting engine (taps kept, drafter deferred)
+        raw = {}
+        for size in sorted(sizes):  # windows at n = 1 from batch-1 runs (a batch's tail holds its longest, slowest requests)
+            timed = measure_window_costs(engine, prompts[: args.cost_prompts * size], size, ["ar"] + list(DRAFTS),
+                                         args.max_new_tokens)
+            raw.update({f"{n}|{d}": s for (n, d), s in timed.items() if f"{n}|{d}" not in raw})
+        engine.draft_costs = None
+        engine.draft_budget("auto", block)  # the startup cost table auto works with when serving
+        startup = {f"{n}|{d}": s for (n, d), s in engine.draft_costs.items()}
+    window, ar_cost = {}, {}
+    for key, s in raw.items():
+        n, d = key.split("|")
+        if d == "ar":
+            ar_cost[int(n)] = s
+        else:
+            kind, size = d.split(":")
+            window[(int(n), Draft(kind, int(size)))] = s
+    table = CostTable.measured(window, refine=False)
+    plain_ar = CostTable.measured({(n, Draft("chain", 1)): s for n, s in ar_cost.items()}, refine=False)
+    believed = {}
+    for key, s in startup.items():
+        n, d = key.split("|")
+        kind, size = d.split(":")
+        believed[(int(n), Draft(kind, int(size)))] = s
+    report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
+              "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
+              "results": {}}
+    for size in sizes:
+        rows = {}
+        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block)
+        rows["ar"] = (tokens / seconds, 1.0)
+        for d in drafts:
+            tokens, seconds, taus = simulate(traces, size, d, table.cost, block)
+            rows[str(d)] = (tokens / seconds, sum(taus) / max(len(taus), 1))
+        budget = AutoBudget(block, CostTable(dict(believed)), trees=engine.auto_trees)
+        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block)
+        rows["auto"] = (tokens / seconds, sum(taus) / max(len(taus), 1))
+        if size == 1:
+            tokens, seconds = oracle(traces, table.cost, drafts, block)
+            rows["oracle"] = (tokens / seconds, float("nan"))
+        ar = rows["ar"][0]
+        report["results"][str(size)] = {m: {"tok_s": r, "vs_ar": r / ar, "mean_tau": t} for m, (r, t) in rows.items()}
+        print(f"batch {size}: " + "  ".join(f"{m} {r / ar:.3f}x (τ {t:.2f})" for m, (r, t) in rows.items()), flush=True)
+    if args.output:
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "traces.json").write_text(json.dumps(traces) + "\n")
+        (out / "costs.json").write_text(json.dumps({"windows": raw, "startup": startup}, indent=1) + "\n")
+        (out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
