@@ -54,9 +54,14 @@ def acceptance_traces(engine, prompts: list[list[int]], max_new_tokens: int, tre
     target, drafter, runner = engine.target, engine.drafter, engine.step_runner
     b = drafter.block_size
     traces = []
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=max_new_tokens), use_drafter=False)
+    # The AR continuation a block past the budget and past EOS: a step near the end verifies (and reports in τ)
+    # drafts beyond them; the request itself ends at the first EOS or the budget.
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=max_new_tokens + b - 1, ignore_eos=True),
+                           use_drafter=False)
+    eos = set(engine.target.cfg.eos_token_ids)
     for prompt, out in zip(prompts, outs):
         seq = list(prompt) + list(out.token_ids)
+        ends = [i + 1 for i, t in enumerate(out.token_ids) if t in eos]
         s, p = len(seq), len(prompt)
         ids = torch.tensor([seq])
         slots = torch.zeros(1, dtype=torch.long)
@@ -89,7 +94,7 @@ def acceptance_traces(engine, prompts: list[list[int]], max_new_tokens: int, tre
                         ok[:, j] = follows[:, j] & ok.gather(1, tree.parents[:, j: j + 1].clamp_min(0))[:, 0]
                     trees[n][0].extend(torch.where(ok, tree.depth, 0).max(1).values.tolist())
                     trees[n][1].extend(tree.chain_depth.tolist())
-        traces.append({"prompt_len": p, "tokens": len(out.token_ids), "chain": chain,
+        traces.append({"prompt_len": p, "tokens": min(ends[:1] + [max_new_tokens]), "chain": chain,
                        "trees": {str(n): {"accepted": v[0], "chain_depth": v[1]} for n, v in trees.items()}})
     return traces
 
@@ -107,18 +112,18 @@ class Walk:
         return self.produced >= self.trace["tokens"]
 
     def step(self, draft) -> tuple[int, tuple[int, int] | None]:
-        """τ of one step with `draft`, and for a tree its argmax chain's (K, τ)."""
+        """τ of one step with `draft` (it emits min(τ, tokens left)), and for a tree its argmax chain's (K, τ)."""
         t = self.produced - 1
         left = self.trace["tokens"] - self.produced
         chain = self.trace["chain"][t] if t < len(self.trace["chain"]) else 0
         if draft.tree:
             tr = self.trace["trees"][str(draft.size)]
             accepted, depth = tr["accepted"][t], tr["chain_depth"][t]
-            equiv = (depth + 1, min(chain, depth, left) + 1)
+            equiv = (depth + 1, min(chain, depth) + 1)
         else:
             accepted, equiv = min(chain, draft.size - 1), None
-        tau = min(accepted, left) + 1
-        self.produced += tau
+        tau = accepted + 1  # what the engine reports (and auto learns): the budget cuts the emission, not τ
+        self.produced += min(tau, left)
         self.taus.append(tau)
         return tau, equiv
 

@@ -1,0 +1,66 @@
+"""scripts/sim_draft_budget.py replays draft policies over acceptance traces measured once per position. Its claim
+is exactness: at greedy, a replayed fixed draft reports the very τ sequence the engine reports running it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from dflash_trt import SamplingParams
+from dflash_trt.bench.datasets import encode_prompt
+from dflash_trt.engines.torch_engine import TorchEngine
+from dflash_trt.spec.budget import AutoBudget, CostTable, Draft, auto_drafts
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
+
+
+def _sim():
+    spec = importlib.util.spec_from_file_location("sim_draft_budget", ROOT / "scripts" / "sim_draft_budget.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def setup():
+    engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=4,
+                                         max_seq_len=256)
+    lines = (ROOT / "data" / "prompts" / "eagle_gsm8k.jsonl").read_text().splitlines()[:4]
+    prompts = [encode_prompt(engine.tokenizer, json.loads(line)["turns"][0], 160)[0] for line in lines]
+    sim = _sim()
+    return engine, prompts, sim, sim.acceptance_traces(engine, prompts, 40)
+
+
+@pytest.mark.parametrize("draft", ["chain:4", "chain:16", "tree:16"])
+def test_replay_reports_the_engines_taus(setup, draft):
+    engine, prompts, sim, traces = setup
+    kind, size = draft.split(":")
+    d = Draft(kind, int(size))
+    for prompt, trace in zip(prompts, traces):
+        real = engine.generate([prompt], SamplingParams(max_new_tokens=40), draft=draft)[0]
+        walk = sim.Walk(0, trace, engine.drafter.block_size)
+        while not walk.done:
+            walk.step(d)
+        assert walk.taus == real.stats.taus
+        assert trace["tokens"] == len(real.token_ids)
+
+
+def test_oracle_bounds_every_fixed_draft_and_auto_runs(setup):
+    engine, _, sim, traces = setup
+    block = engine.drafter.block_size
+    drafts = auto_drafts(block, (16, 32))
+    # AR 1, a chain costs 2 + K / 8, a tree 2.5 + N / 8 (arbitrary, fixed)
+    costs = {(n, d): n * (1.0 if d.size == 1 else (2.5 if d.tree else 2.0) + d.size / 8) for n in (1, 2, 4)
+             for d in drafts}
+    table = CostTable(costs, refine=False)
+    best_tokens, best_seconds = sim.oracle(traces, table.cost, drafts, block)
+    for d in drafts:
+        tokens, seconds, taus = sim.simulate(traces, 1, d, table.cost, block)
+        assert tokens == best_tokens and best_seconds <= seconds + 1e-9
+    tokens, seconds, taus = sim.simulate(traces, 4, AutoBudget(block, CostTable(dict(costs)), trees=(16, 32)),
+                                         table.cost, block)
+    assert tokens == best_tokens and seconds > 0 and all(1 <= t <= block for t in taus)
