@@ -2,15 +2,15 @@
 """Benchmark `dflash-trt serve --api openai`: AR vs DFlash draft budgets through the official `openai` client.
 
 Starts one server per mode on loopback (the same target: `--no-draft` for AR; with the drafter and `--draft MODE` for
-each other mode, e.g. chain:16 and auto), then for each client concurrency runs the same prompts through every mode, AR
-first (interleaved per level, so a drifting machine load hits all alike; an idle server sleeps on its queue and takes
-no CPU). Every client is an asyncio task sending streaming
+each other mode, e.g. chain:16 and auto), then for each client concurrency runs the same prompts through every mode,
+`--rounds` times, the modes' order rotating per round (interleaved per level, so a drifting machine load hits all
+alike; an idle server sleeps on its queue and takes no CPU); a level's numbers sum its rounds. Every client is an asyncio task sending streaming
 `/v1/chat/completions` requests back to back (greedy, `stream_options.include_usage`); the server applies the target's
 chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
 
     python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]
-        [--torch-threads 1] [--device cpu] [--dtype float32] [--modes ar,dflash | ar,chain:16,auto]
+        [--torch-threads 1] [--device cpu] [--dtype float32] [--modes ar,dflash | ar,chain:16,auto] [--rounds 1]
         [--output bench/results/DATE-cpu-openai-server]
 
 Writes results.json, a README.md table and pareto.png: total tok/s against per-user tok/s, one curve per mode over the
@@ -170,6 +170,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--modes", default="ar,dflash",
                     help="comma-separated: ar (--no-draft), dflash (the default draft) or any --draft value")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of the prompts per mode and level, the modes' order rotating per round (summed)")
     ap.add_argument("--reference-concurrency", type=int, default=4,
                     help="the concurrency whose AR per-user rate fixes the interactivity for the throughput ratio")
     ap.add_argument("--output", default=None,
@@ -192,16 +194,24 @@ def main(argv=None) -> int:
                 s.wait_ready()
                 asyncio.run(run_level(s.url, turns[:1], 1, 8))  # warm-up, not measured
             for c in levels:
+                walls = dict.fromkeys(servers, 0.0)
+                done: dict[str, list] = {mode: [] for mode in servers}
+                before = {mode: s.metrics() for mode, s in servers.items()}
+                for r in range(args.rounds):  # the order rotates per round: machine drift hits every mode alike
+                    order = list(servers)[r % len(servers):] + list(servers)[: r % len(servers)]
+                    for mode in order:
+                        wall, results = asyncio.run(run_level(servers[mode].url, turns, c, args.max_tokens))
+                        walls[mode] += wall
+                        done[mode] += results
+                        if r == 0:
+                            outputs[(mode, c)] = [x["text"] for x in results]
                 for mode, s in servers.items():
-                    before = s.metrics()
-                    wall, results = asyncio.run(run_level(s.url, turns, c, args.max_tokens))
                     after = s.metrics()
-                    count = after["dflash_acceptance_length_count"] - before["dflash_acceptance_length_count"]
-                    tau = (after["dflash_acceptance_length_sum"] - before["dflash_acceptance_length_sum"]) / count \
+                    count = after["dflash_acceptance_length_count"] - before[mode]["dflash_acceptance_length_count"]
+                    tau = (after["dflash_acceptance_length_sum"] - before[mode]["dflash_acceptance_length_sum"]) / count \
                         if count else None
-                    row = summarize(mode, c, wall, results, tau)
+                    row = summarize(mode, c, walls[mode], done[mode], tau)
                     rows.append(row)
-                    outputs[(mode, c)] = [r["text"] for r in results]
                     print(f"{mode:9s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
                           f"{row['per_user_tokens_per_s']:6.1f} tok/s per user, TTFT mean {row['ttft_mean_ms']:6.1f} ms "
                           f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}",

@@ -128,29 +128,38 @@ class Walk:
         return tau, equiv
 
 
-def simulate(traces, batch_size, policy, cost, block_size):
-    """Replays `policy` (a budget: choose/observe/forget) over the traces in batches; returns (tokens, seconds, τs)."""
+def simulate(traces, batch_size, policy, cost, block_size, continuous=False):
+    """Replays `policy` (a budget: choose/observe/forget, or a fixed Draft) over the traces in batches of
+    `batch_size` (continuous: as a server at that concurrency, the next request joins as soon as one finishes);
+    returns (tokens, seconds, τs)."""
     from dflash_trt.spec.budget import Draft
 
-    tokens, seconds, taus = 0, 0.0, []
-    for start in range(0, len(traces), batch_size):
-        live = [Walk((start, i), tr, block_size) for i, tr in enumerate(traces[start: start + batch_size])]
-        tokens += sum(w.trace["tokens"] for w in live)
+    fixed = isinstance(policy, Draft)
+    tokens, seconds, taus = sum(t["tokens"] for t in traces), 0.0, []
+    waiting = list(enumerate(traces))
+    live: list[Walk] = []
+    while waiting or live:
+        if continuous or not live:
+            while waiting and len(live) < batch_size:
+                i, trace = waiting.pop(0)
+                walk = Walk(i, trace, block_size)
+                if not walk.done:
+                    live.append(walk)
+            if not live:
+                continue
+        d = policy if fixed else policy.choose([w.rid for w in live])
+        seconds += cost(len(live), d)
+        if not fixed:
+            policy.observe_time(len(live), d, cost(len(live), d))
+        for w in live:
+            tau, equiv = w.step(d)
+            if not fixed:
+                policy.observe(w.rid, d, [tau], [equiv] if equiv else ())
+        for w in [w for w in live if w.done]:
+            taus += w.taus
+            if not fixed:
+                policy.forget(w.rid)
         live = [w for w in live if not w.done]
-        while live:
-            d = policy.choose([w.rid for w in live]) if not isinstance(policy, Draft) else policy
-            seconds += cost(len(live), d)
-            if not isinstance(policy, Draft):
-                policy.observe_time(len(live), d, cost(len(live), d))
-            for w in live:
-                tau, equiv = w.step(d)
-                if not isinstance(policy, Draft):
-                    policy.observe(w.rid, d, [tau], [equiv] if equiv else ())
-            for w in [w for w in live if w.done]:
-                taus += w.taus
-                if not isinstance(policy, Draft):
-                    policy.forget(w.rid)
-            live = [w for w in live if not w.done]
     return tokens, seconds, taus
 
 

@@ -113,6 +113,21 @@ def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
 
 
+def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
+    """A probe runs the whole batch: requests joining a batch held at AR must not each bring their own short
+    interval (a server at concurrency 16 probed almost every few windows that way)."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3)
+    for r in "abcd":
+        budget.observe(r, chain(16), [1] * 20)  # the drafter is useless here: the global curve says AR too
+    batch, picks = list("abcd"), []
+    for i in range(40):
+        if i % 5 == 4:  # one request leaves, a new one joins
+            budget.forget(batch[0])
+            batch = batch[1:] + [f"new{i}"]
+        picks.append(budget.choose(batch).size)
+    assert [i for i, k in enumerate(picks) if k > 1] == [2, 8, 20]  # after 3, 6, 12 windows at K = 1
+
+
 def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
     costs = {(1, chain(k)): 1.0 + k / 16 for k in candidates(16)}

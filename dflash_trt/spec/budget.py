@@ -29,9 +29,12 @@ run starts from what the runs before it measured. Given the same cost table
 per step per request) — no extra device sync.
 
 Exploration: while the drafter's curve has no observations the window runs the largest chain (it measures every
-position); a request whose estimate keeps K at 1 is probed with one window of the best drafting choice after
+position); a batch whose estimates keep K at 1 is probed with one window of the best drafting choice after
 `probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times (a probe
-in a big batch costs several AR steps), so a drafter that becomes useful again is noticed; a tree size with fewer
+in a big batch costs several AR steps), so a drafter that becomes useful again is noticed. The backoff belongs to the
+batch, not to its requests: with per-request backoffs every new arrival (interval 4 again) made the whole batch probe,
+and a server at concurrency 16 where AR is best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x).
+A tree size with fewer
 than TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. An AR window (K = 1) of a drafting
 engine does not run the drafter while the slot's context rows have room: it appends the step's tap features, which
 the drafter takes in at the next drafting step (spec/step.py, DEFERRED_CONTEXT), so it costs about a plain AR step.
@@ -56,7 +59,7 @@ DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drif
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
-MAX_PROBE_BACKOFF = 16  # a request held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 16x
+MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
 
@@ -240,14 +243,15 @@ class AutoBudget:
     tree_curves: dict[int, TreeCounts] | None = None  # per tree size, over every request (shared)
     tree_probe_every: int = 8
     _requests: dict = field(init=False, default_factory=dict)  # request -> its chain AcceptanceCounts
-    _at_one: dict = field(init=False, default_factory=dict)  # request -> windows in a row at K = 1
-    _probe_interval: dict = field(init=False, default_factory=dict)  # request -> windows at K = 1 before a probe
+    _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
+    _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _windows: int = field(init=False, default=0)
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
+        self._probe_interval = self.probe_every
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         if len(prior) < positions or not all(0 < p < 1 for p in prior[:positions]):
@@ -316,24 +320,17 @@ class AutoBudget:
         expected = self._expected_tokens(requests)
         rates = {d: expected[d] / self.cost.cost(n, d) for d in self.drafts}
         best = _argmax(rates)
-        if best.size == 1:
-            due = []
-            for r in requests:
-                self._at_one[r] = self._at_one.get(r, 0) + 1
-                if self._at_one[r] >= self._probe_interval.get(r, self.probe_every):
-                    due.append(r)
-            if due:  # probe: one window of the best drafting choice, so a drafter that became useful is noticed
-                for r in requests:
-                    self._at_one[r] = 0
-                for r in due:  # each probe that finds AR still best waits twice as long for the next
-                    self._probe_interval[r] = min(2 * self._probe_interval.get(r, self.probe_every),
-                                                  self.probe_every * MAX_PROBE_BACKOFF)
-                return _argmax({d: v for d, v in rates.items() if d.size > 1})
-        else:
-            for r in requests:
-                self._at_one[r] = 0
-                self._probe_interval.pop(r, None)
-        return best
+        if best.size > 1:  # drafting on merit: the next AR stretch starts probing early again
+            self._at_one, self._probe_interval = 0, self.probe_every
+            return best
+        self._at_one += 1
+        if self._at_one < self._probe_interval:
+            return best
+        # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
+        # finds AR still best waits twice as long for the next (a probe costs the whole batch several AR steps)
+        self._at_one = 0
+        self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
+        return _argmax({d: v for d, v in rates.items() if d.size > 1})
 
     def _expected_tokens(self, requests: Sequence[Hashable]) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft). Computed once per
@@ -382,8 +379,6 @@ class AutoBudget:
     def forget(self, request_id: Hashable) -> None:
         self._forgotten += 1
         self._requests.pop(request_id, None)
-        self._at_one.pop(request_id, None)
-        self._probe_interval.pop(request_id, None)
 
     def describe(self) -> str:
         return "auto"
