@@ -127,3 +127,41 @@ def test_add_validates_like_generate(engine):
     out: dict = {}
     _drain(sched, out)
     assert len(out[6]) == 2
+
+
+def test_a_windows_cost_counts_the_callers_work_until_the_next_window_not_prefills_or_idle(engine, monkeypatch):
+    """The draft budget learns a window's cost as its own time plus the caller's until the next window (delivering
+    events costs an AR window per token, a drafted one per several), capped at the window's own time; a prefill in
+    between is not the window's, and a window that ends the batch is observed alone."""
+    import time
+
+    seen, windows = [], []
+    sched = engine.new_scheduler(draft="chain:4")
+    sched.budget.observe_time = lambda n, draft, seconds: seen.append(seconds)
+    choose = sched.budget.choose
+    sched.budget.choose = lambda requests: windows.append(len(requests)) or choose(requests)
+    sched.add("a", PROMPTS[0], SamplingParams(max_new_tokens=16, ignore_eos=True))
+    sched.step()  # prefill + the first window
+    w1 = sched.decode_s
+    assert seen == []  # held until the next window: the caller's work counts
+    time.sleep(w1 / 2)  # the caller's work between windows
+    sched.step()
+    w2 = sched.decode_s - w1
+    assert len(seen) == 1 and seen[0] == pytest.approx(w1 * 1.5, rel=0.3)
+    time.sleep(10 * w2)  # a slow (or idle) caller counts at most the window's own time again
+    sched.step()
+    w3 = sched.decode_s - w1 - w2
+    assert len(seen) == 2 and w2 * 1.9 <= seen[1] <= w2 * 2 + 1e-9
+    prefill = sched.runner.prefill
+
+    def slow_prefill(*args, **kwargs):
+        time.sleep(3 * w3)
+        return prefill(*args, **kwargs)
+
+    monkeypatch.setattr(sched.runner, "prefill", slow_prefill)
+    sched.add("b", PROMPTS[1], SamplingParams(max_new_tokens=4, ignore_eos=True))  # a prefill before the next window
+    sched.step()
+    assert len(seen) == 3 and seen[2] < 1.5 * w3
+    while sched.has_work:
+        sched.step()
+    assert len(seen) == len(windows)  # every window observed once, the one that ended the batch too

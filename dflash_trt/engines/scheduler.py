@@ -91,6 +91,10 @@ class BatchScheduler:
         self.prefill_s = 0.0  # total time spent in prefills / decode windows (what generate reports per run)
         self.decode_s = 0.0
         self.max_active = 0  # the largest number of requests that shared one decode window
+        # The last window's (n, draft, seconds, when it ended, prefill_s then), while requests remained: its cost as
+        # the budget learns it also counts the caller's work until the next window (delivering its events), which
+        # an AR window pays per token and a drafted one per several (prefills in between are not the window's).
+        self._last_window: tuple | None = None
         self.last_batch_size = 0  # requests in the latest decode window
         engine.cache_owner = self  # the caches are this scheduler's now; an older scheduler refuses to step
 
@@ -252,6 +256,11 @@ class BatchScheduler:
 
     def _decode(self, batch: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()
+        if self._last_window is not None:
+            n, draft, seconds, ended, prefill_s = self._last_window
+            between = t0 - ended - (self.prefill_s - prefill_s)
+            self.budget.observe_time(n, draft, (seconds + min(max(between, 0.0), seconds)) / self.steps_per_sync)
+            self._last_window = None
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
@@ -259,7 +268,6 @@ class BatchScheduler:
         out = self.runner.window(slots, draft.size, self.spec, self.steps_per_sync, free=self._free, tree=draft.tree)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
-        self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync)
         events = []
         chains = out.chain_equivalent or [()] * len(batch)
         for live, new, taus, done, chain in zip(batch, out.new_tokens, out.taus, out.done, chains):
@@ -269,4 +277,8 @@ class BatchScheduler:
             self.budget.observe(live.request_id, draft, taus, chain)
             live.stats.decode_s += elapsed
             events.append(self._finish(live, new) if done else StepEvent(live.request_id, new, False))
+        if self._active:  # the next window follows as soon as the caller has taken these events
+            self._last_window = (len(slots), draft, elapsed, time.perf_counter(), self.prefill_s)
+        else:  # the batch is done: whatever the caller does next is not this window's cost
+            self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync)
         return events
