@@ -690,6 +690,14 @@ def test_emulated_compact_kv_equals_reference(emu_lib, case):
     tree_ref.compact_kv(want_k, want_v, slots, starts, path)
     assert torch.equal(_bits(got[0]), _bits(want_k)) and torch.equal(_bits(got[1]), _bits(want_v))
     assert not torch.equal(want_k, k)  # something moved
+    for r in range(path.shape[0]):  # the path proper moved, its padding (last node repeated) left alone
+        pos = int(starts[r]) + torch.arange(path.shape[1])
+        pad = torch.zeros(path.shape[1], dtype=torch.bool)
+        pad[1:] = path[r, 1:] == path[r, :-1]
+        row, src = int(slots[r]), int(starts[r]) + path[r]
+        assert torch.equal(_bits(want_k[:, row, pos[~pad]]), _bits(k[:, row, src[~pad]]))
+        assert torch.equal(_bits(want_k[:, row, pos[pad]]), _bits(k[:, row, pos[pad]]))
+    assert bool((path[:, 1:] == path[:, :-1]).any())  # the cases have padding
 
 
 def test_emulated_compact_kv_of_accepted_trees(emu_lib):

@@ -11,8 +11,9 @@ everything after verification (emission, bookkeeping, the drafter's next context
 
 compact_kv: node i's K/V was written at cache position start + i; the accepted path's node at depth d must end up at
 start + d (root: already there). Gathered before scattered (a node's index is >= its depth, so in place each move
-reads a position no earlier move of the same row wrote; the reference copies anyway). Positions past the path get
-copies of its last node: they lie past the committed length start + a + 1 and are overwritten later.
+reads a position no earlier move of the same row wrote; the reference copies anyway). The padding past the path (its
+last node repeated: along a real root path node indices strictly increase) is not copied: those positions lie past
+the committed length start + a + 1, nothing reads them, and a copy there is only memory traffic.
 """
 
 from __future__ import annotations
@@ -52,9 +53,12 @@ def tree_accept(node_tokens: torch.Tensor, parents: torch.Tensor, depth: torch.T
 
 def compact_kv(k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, starts: torch.Tensor, path: torch.Tensor) -> None:
     """k, v [layers, max_slots, capacity, kv_heads, head_dim] (KVCache.k / .v); slots, starts [n]; path [n, W] ->
-    position starts + d of each slot gets the K/V of position starts + path[:, d], in place."""
-    src = starts[:, None] + path
+    position starts + d of each slot gets the K/V of position starts + path[:, d], in place, for the depths of the
+    path proper (d = 0, or path[d] != path[d - 1]); the padding's positions keep what they held."""
     dst = starts[:, None] + torch.arange(path.shape[1], device=path.device)
+    padding = torch.zeros_like(path, dtype=torch.bool)
+    padding[:, 1:] = path[:, 1:] == path[:, :-1]
+    src = torch.where(padding, dst, starts[:, None] + path)  # a padded depth copies its position onto itself
     rows = slots[:, None]
     for cache in (k, v):
         cache[:, rows, dst] = cache[:, rows, src]

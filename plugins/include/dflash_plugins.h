@@ -120,7 +120,8 @@ DFLASH_API int dflash_tree_accept(
  * shape, contiguous, elements of elem_bytes (1, 2, 4 or 8) bytes copied as raw bytes; slots [n] (distinct), starts
  * [n], path [n, width] (1..1024). For each row i, layer and cache: position starts[i] + d of slot slots[i] gets the
  * vector of position starts[i] + path[i, d], d = 0..width-1, every source read before any destination is written
- * (gather, then scatter). Rows whose slot is outside 0..max_slots-1 and moves whose source or destination position is
+ * (gather, then scatter); depths d > 0 with path[i, d] == path[i, d-1] (tree_accept's padding past the path) are
+ * skipped. Rows whose slot is outside 0..max_slots-1 and moves whose source or destination position is
  * outside 0..capacity-1 are skipped. n <= 65535, layers <= 32767. */
 DFLASH_API int dflash_compact_kv(
     void* k, void* v, int elem_bytes, int64_t layers, int64_t max_slots, int64_t capacity, int64_t kv_heads,

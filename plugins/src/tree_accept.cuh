@@ -22,7 +22,8 @@
 // another depth still has to read (path [0, 2, 3, ..]: depth 1 reads start + 2, which depth 2 writes), so the block
 // stages every moved source chunk in shared memory, __syncthreads, then writes: no read can see a write of the same
 // launch, whatever the order of threads. Depths with path[d] == d are skipped (their position keeps its value under
-// gather-then-scatter, since only depth d writes start + d); moves whose source or destination lies outside
+// gather-then-scatter, since only depth d writes start + d), and so is the padding past the accepted path (path[d] ==
+// path[d - 1]: along a root path node indices strictly increase; those positions lie past the committed length); moves whose source or destination lies outside
 // 0..capacity-1, and rows whose slot lies outside 0..max_slots-1, are skipped (the reference raises on those).
 #pragma once
 
@@ -139,6 +140,7 @@ compact_kv_kernel(char* __restrict__ k, char* __restrict__ v, int64_t max_slots,
   const int64_t* row_path = path + i * width;
   const int total = static_cast<int>(width) * units;
   auto source = [&](int64_t d) -> int64_t {  // the position depth d copies from, or -1: nothing to move
+    if (d > 0 && row_path[d] == row_path[d - 1]) return -1;  // padding past the path
     const int64_t src = start + row_path[d], dst = start + d;
     if (src == dst || src < 0 || src >= capacity || dst < 0 || dst >= capacity) return -1;
     return src;
