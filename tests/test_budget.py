@@ -362,6 +362,8 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=4), draft="auto")
     assert engine.draft_costs == costs  # measured once per engine
     assert engine.new_scheduler(draft="auto").budget.cost is first  # ... which every later run goes on refining
+    engine.draft_costs = None  # measured again: a new table (kept by identity, so a recycled id cannot hide it)
+    assert engine.new_scheduler(draft="auto").budget.cost is not first and engine.draft_costs is not None
     ar = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), use_drafter=False)
     assert [r.token_ids for r in r1] == [a.token_ids for a in ar]
     assert all(r.stats.to_dict()["mean_verify_len"] >= 1 for r in r1)

@@ -125,7 +125,7 @@ class TorchEngine:
         # auto considers (none where the target cannot verify trees).
         self.draft_costs: dict[tuple[int, Draft], float] | None = None
         self.refine_draft_costs = True
-        self._cost_table: tuple | None = None  # ((id of draft_costs, refine), the CostTable every auto run refines)
+        self._cost_table: tuple | None = None  # (draft_costs it came from, refine, the CostTable every auto run refines)
         self.draft_prior: list[float] | None = None
         self.auto_trees: tuple[int, ...] = AUTO_TREES if self.step_runner.max_tree_nodes else ()
         # the drafter's acceptance, counted over every auto run: chains, and per tree size
@@ -215,10 +215,11 @@ class TorchEngine:
             self.draft_costs = self.step_runner.measure_costs(auto_drafts(k, self.auto_trees))
         if self.draft_curve is None:
             self.draft_curve = AcceptanceCounts.empty(k - 1)
-        source = (id(self.draft_costs), self.refine_draft_costs)
-        if self._cost_table is None or self._cost_table[0] != source:  # one table per engine, refined by every run
-            self._cost_table = (source, CostTable.measured(self.draft_costs, refine=self.refine_draft_costs))
-        return AutoBudget(k, self._cost_table[1],
+        kept = self._cost_table
+        if kept is None or kept[0] is not self.draft_costs or kept[1] != self.refine_draft_costs:  # one per engine
+            kept = self._cost_table = (self.draft_costs, self.refine_draft_costs,
+                                       CostTable.measured(self.draft_costs, refine=self.refine_draft_costs))
+        return AutoBudget(k, kept[2],
                           prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
                           tree_curves=self.tree_curves)
 

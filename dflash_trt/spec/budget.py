@@ -34,10 +34,10 @@ position); a batch whose estimates keep K at 1 is probed with one window of the 
 in a big batch costs several AR steps), so a drafter that becomes useful again is noticed. The backoff belongs to the
 batch, not to its requests: with per-request backoffs every new arrival (interval 4 again) made the whole batch probe,
 and a server at concurrency 16 where AR is best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x).
-A tree size with fewer
-than TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. An AR window (K = 1) of a drafting
-engine does not run the drafter while the slot's context rows have room: it appends the step's tap features, which
-the drafter takes in at the next drafting step (spec/step.py, DEFERRED_CONTEXT), so it costs about a plain AR step.
+A tree size with fewer than TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. An AR
+window (K = 1) of a drafting engine does not run the drafter while the slot's context rows have room: it appends the
+step's tap features, which the drafter takes in at the next drafting step (spec/step.py, DEFERRED_CONTEXT), so it
+costs about a plain AR step.
 
 The output never depends on the draft (every draft is lossless: spec output = AR output), only the speed does.
 """
@@ -164,7 +164,7 @@ class CostTable:
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
         residual = math.log(seconds_per_step / (self.seconds[key] * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
-        self.seconds[key] *= math.exp(COST_SMOOTHING * (residual - DRIFT_RATE * residual))
+        self.seconds[key] *= math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
 
 
 @dataclass

@@ -396,6 +396,7 @@ class SpecStep:
         times = sorted(self._timed_step(n, k, spec, length, tree) for _ in range(repeats))
         return times[len(times) // 2]
 
+    @torch.inference_mode()
     def _timed_step(self, n: int, k: int, spec: bool, length: int, tree: bool) -> float:
         """Seconds of one eager step as time_step describes it, slots 0..n-1 left free."""
         dev = self.device
@@ -419,8 +420,7 @@ class SpecStep:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            self._step(rows, k, spec, length + k, False, tree)
+        self._step(rows, k, spec, length + k, False, tree)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         seconds = time.perf_counter() - t0
