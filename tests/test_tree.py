@@ -86,6 +86,28 @@ def test_build_tree_is_best_first(num_nodes):
             assert {j for j in range(num_nodes) if anc[i, j]} == on_path
 
 
+@pytest.mark.parametrize("num_nodes", [2, 16, 32, 64])
+def test_build_tree_under_exact_ties(num_nodes):
+    """Equal scores everywhere (uniform marginals), and children that tie their parent (a token of probability 1:
+    log-probability exactly 0): the tree is still prefix-closed with every parent first, the same on every call, and
+    its scores best-first."""
+    uniform = torch.zeros(2, 15, 40)
+    certain = torch.full((2, 15, 40), -200.0)
+    certain[:, ::2, 3] = 200.0  # every other depth: one token of probability 1 (the others exactly 0 in float32)
+    for logits in (uniform, certain):
+        tree = build_tree(logits, torch.tensor([5, 6]), num_nodes)
+        again = build_tree(logits, torch.tensor([5, 6]), num_nodes)
+        assert all(torch.equal(a, b) for a, b in zip(tree, again))
+        logp = logits.log_softmax(-1)
+        for b in range(2):
+            parents, depth = tree.parents[b].tolist(), tree.depth[b].tolist()
+            assert parents[0] == -1 and all(0 <= parents[i] < i and depth[i] == depth[parents[i]] + 1
+                                            for i in range(1, num_nodes))
+            paths = _paths(tree, b)
+            assert len(set(paths)) == num_nodes
+            scores = [float(sum(logp[b, j, t] for j, t in enumerate(path))) for path in paths[1:]]
+            assert all(x >= y for x, y in zip(scores, scores[1:]))  # best first
+
 def test_build_tree_depth_and_chain_limits():
     logits = torch.randn(2, 15, 50)
     root = torch.tensor([1, 2])
