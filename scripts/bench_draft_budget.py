@@ -60,8 +60,8 @@ def main(argv=None) -> int:
     choices: collections.Counter = collections.Counter()
     choose = budget_module.AutoBudget.choose
 
-    def counting_choose(self, requests):
-        d = choose(self, requests)
+    def counting_choose(self, requests, left=None):
+        d = choose(self, requests, left)
         choices[(len(requests), str(d))] += 1
         return d
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
-DRAFTS = ("chain:1", "chain:4", "chain:8", "chain:16", "tree:16", "tree:32")
+DRAFTS = ("chain:1", "chain:2", "chain:4", "chain:8", "chain:16", "tree:16", "tree:32")
 
 
 def acceptance_traces(engine, prompts: list[list[int]], max_new_tokens: int, tree_sizes=(16, 32), chunk: int = 32):
@@ -147,7 +147,7 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False):
                     live.append(walk)
             if not live:
                 continue
-        d = policy if fixed else policy.choose([w.rid for w in live])
+        d = policy if fixed else policy.choose([w.rid for w in live], [w.trace["tokens"] - w.produced for w in live])
         seconds += cost(len(live), d)
         if not fixed:
             policy.observe_time(len(live), d, cost(len(live), d))
@@ -198,7 +198,7 @@ def measure_window_costs(engine, prompts, batch_size, drafts, max_new_tokens):
 
     auto_choose, auto_observe = budget_module.AutoBudget.choose, budget_module.AutoBudget.observe_time
     budget_module.Fixed.observe_time = budget_module.AutoBudget.observe_time = record
-    budget_module.AutoBudget.choose = lambda self, requests: budget_module.Draft("chain", 1)
+    budget_module.AutoBudget.choose = lambda self, requests, left=None: budget_module.Draft("chain", 1)
     try:
         params = SamplingParams(max_new_tokens=max_new_tokens)
         batches = [prompts[i: i + batch_size] for i in range(0, len(prompts), batch_size)]

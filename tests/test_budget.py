@@ -128,6 +128,20 @@ def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
     assert [i for i, k in enumerate(picks) if k > 1] == [2, 8, 20]  # after 3, 6, 12 windows at K = 1
 
 
+def test_auto_caps_a_requests_expected_tokens_by_what_it_has_left():
+    """A step emits at most the tokens a request has left: near its end drafting is worth less (measured at batch 16:
+    without the cap, the windows chosen at the end of a batch emitted 40 % of the predicted tokens)."""
+    costs = {(1, chain(k)): (1.0 if k == 1 else 2.0) for k in candidates(16)}
+    budget = AutoBudget(16, CostTable(costs, refine=False), prior=[0.9] * 15)
+    budget.observe("a", chain(16), [16] * 8)
+    assert budget.choose(["a"]) == chain(16)  # ~10 tokens per step for 2x an AR step's cost
+    assert budget.choose(["a"], left=[40]) == chain(16)
+    assert budget.choose(["a"], left=[2]) == chain(1)  # at most 2 tokens for 2x the cost: AR
+    assert budget.choose(["a"], left=[4]) == chain(4)  # 4 tokens at most: no longer chain than that
+    full, capped = budget._expected_tokens(["a"]), budget._expected_tokens(["a"], [3])
+    three = AutoBudget.expected_tokens(budget.acceptance("a"), 3)
+    assert capped[chain(16)] == capped[chain(4)] == three < full[chain(16)]
+
 def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
     costs = {(1, chain(k)): 1.0 + k / 16 for k in candidates(16)}
@@ -226,7 +240,7 @@ class Scripted(Fixed):
         super().__init__(chain(16))
         self.ks, self.i, self.seen = list(ks), 0, []
 
-    def choose(self, requests):
+    def choose(self, requests, left=None):
         k = self.ks[self.i % len(self.ks)]
         self.i += 1
         self.seen.append(k)

@@ -264,7 +264,8 @@ class BatchScheduler:
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
-        draft = self.budget.choose([live.request_id for live in batch])
+        draft = self.budget.choose([live.request_id for live in batch],
+                                   [live.req.params.max_new_tokens - len(live.outputs) for live in batch])
         out = self.runner.window(slots, draft.size, self.spec, self.steps_per_sync, free=self._free, tree=draft.tree)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed

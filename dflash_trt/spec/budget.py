@@ -7,26 +7,28 @@ the target verifies only the last token — one AR step — while the drafter st
 resume at the next window) and, where the target verifies trees, trees of a few sizes (`trees`), to maximise expected
 accepted tokens per second:
 
-    expected tokens of a step, per request r:  E_r(d) = 1 + sum_{i=1}^{D(d)-1} prod_{j<=i} p_r,d(j)
+    expected tokens of a step, per request r:  E_r(d) = 1 + sum_{i=1}^{D_r(d)-1} prod_{j<=i} p_r,d(j)
     chosen d = argmax_d  sum_r E_r(d) / cost(n, d)         (ties: the cheaper, listed first: chains by K, then trees)
 
-D(d) is the longest τ the draft allows (K for a chain; a tree's depth + 1). p_r,d(j) is the probability that depth j is
-accepted given depths 1..j-1 were. For chains: a per-request estimate shrunk toward the drafter's curve measured so
-far over every request of the engine (`AcceptanceCounts`, kept by the engine across schedulers), itself shrunk toward
-a prior (default: DEFAULT_PRIOR at every position). Every verified step updates the counts: with a = τ - 1 accepted,
-depths 1..a count as accepted and depth a + 1 (if the draft reached it) as rejected. A tree step counts twice: as a
-tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as it lies in the tree) would
-have been (`SpecStep` reports what that chain would have accepted), so the chain estimate keeps learning while trees
-run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of the tree's acceptance to
-its argmax chain's, counted on the same tree steps (`TreeCounts`), each shrunk toward the chain's global estimate —
-a paired comparison, so it does not depend on which text trees happened to be chosen for. cost(n, d) is seconds per
-step for a batch of n requests, from a table measured when the first auto scheduler starts (`SpecStep.measure_costs`
-on this device and dtype, every draft timed in each round so machine drift shifts all alike; or given) and refined
-online from the windows' own times: a window's time first moves a drift factor common to every draft (the machine's
-speed now), and only the rest moves the draft's entry, slowly (`CostTable.observe`); one table per engine, so each
-run starts from what the runs before it measured. Given the same cost table
-(`refine=False`) and the same observations the choice is deterministic, and it only needs the window's host read (τ
-per step per request) — no extra device sync.
+D_r(d) is the longest τ the draft allows (K for a chain; a tree's depth + 1), capped by the tokens request r has left
+(its max_new_tokens minus what it emitted: a step cannot emit more; without the cap, the windows chosen at the end of a
+batch, where requests have a few tokens left, emitted 71 % of the tokens predicted, measured at batch 16). p_r,d(j) is
+the probability that depth j is accepted given depths 1..j-1 were. For chains: a per-request estimate shrunk toward the
+drafter's curve measured so far over every request of the engine (`AcceptanceCounts`, kept by the engine across
+schedulers), itself shrunk toward a prior (default: DEFAULT_PRIOR at every position). Every verified step updates the
+counts: with a = τ - 1 accepted, depths 1..a count as accepted and depth a + 1 (if the draft reached it) as rejected. A
+tree step counts twice: as a tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as
+it lies in the tree) would have been (`SpecStep` reports what that chain would have accepted), so the chain estimate
+keeps learning while trees run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of
+the tree's acceptance to its argmax chain's, counted on the same tree steps (`TreeCounts`), each shrunk toward the
+chain's global estimate — a paired comparison, so it does not depend on which text trees happened to be chosen for.
+cost(n, d) is seconds per step for a batch of n requests, from a table measured when the first auto scheduler starts
+(`SpecStep.measure_costs` on this device and dtype, every draft timed in each round so machine drift shifts all alike;
+or given) and refined online from the windows' own times: a window's time first moves a drift factor common to every
+draft (the machine's speed now), and only the rest moves the draft's entry, slowly (`CostTable.observe`); one table per
+engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
+same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
+extra device sync.
 
 Exploration: while the drafter's curve has no observations the window runs the largest chain (it measures every
 position); a batch whose estimates keep K at 1 is probed with one window of the best drafting choice after
@@ -208,7 +210,7 @@ class Fixed:
     def __init__(self, draft: Draft):
         self.draft = draft
 
-    def choose(self, requests: Sequence[Hashable]) -> Draft:
+    def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> Draft:
         return self.draft
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
@@ -308,7 +310,9 @@ class AutoBudget:
 
     # ---- the choice ------------------------------------------------------------------------------------------------
 
-    def choose(self, requests: Sequence[Hashable]) -> Draft:
+    def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> Draft:
+        """The next window's draft for a batch of `requests`; `left`: the tokens each one may still emit (None: no
+        limit)."""
         n = len(requests)
         self._windows += 1
         largest = Draft("chain", self.block_size)
@@ -317,7 +321,7 @@ class AutoBudget:
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
                 return Draft("tree", size)
-        expected = self._expected_tokens(requests)
+        expected = self._expected_tokens(requests, left)
         rates = {d: expected[d] / self.cost.cost(n, d) for d in self.drafts}
         best = _argmax(rates)
         if best.size > 1:  # drafting on merit: the next AR stretch starts probing early again
@@ -332,13 +336,15 @@ class AutoBudget:
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
         return _argmax({d: v for d, v in rates.items() if d.size > 1})
 
-    def _expected_tokens(self, requests: Sequence[Hashable]) -> dict[Draft, float]:
-        """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft). Computed once per
-        set of observations: windows at K = 1 observe nothing, so a batch held at AR reuses the last sums (computing
-        them for 8 requests costs ~0.09 ms of Python, 1.5 % of an AR step at batch 8 on this CPU; a reuse ~5 us)."""
+    def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
+        """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
+        tokens it has left. Computed once per set of observations: windows at K = 1 observe nothing, so a batch held
+        at AR reuses the last sums (computing them for 8 requests costs ~0.09 ms of Python, 1.5 % of an AR step at
+        batch 8 on this CPU; a reuse ~5 us) until a request comes within a block of its end."""
+        caps = [self.block_size] * len(requests) if left is None else [max(1, min(x, self.block_size)) for x in left]
         # every observation (a chain's or a tree's, by this budget or another sharing the curves) adds to the
         # drafter's curve, so its version and the forgets say whether any estimate changed
-        key = (tuple(requests), self._forgotten, self.curve.version)
+        key = (tuple(requests), tuple(caps), self._forgotten, self.curve.version)
         if self._expected[0] == key:
             return self._expected[1]
         g = self._global()  # once per computation: the global curve, each tree size's lift, each request's chain curve
@@ -348,7 +354,7 @@ class AutoBudget:
         for d in self.drafts:
             tau = d.max_tau(self.block_size)
             curves = [_lifted(p, lifts[d.size]) for p in chains] if d.tree else chains
-            expected[d] = sum(self.expected_tokens(p, tau) for p in curves)
+            expected[d] = sum(self.expected_tokens(p, min(tau, cap)) for p, cap in zip(curves, caps))
         self._expected = (key, expected)
         return expected
 
