@@ -23,7 +23,7 @@ from dflash_trt import tiny
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import CheckpointError, ConfigError
 from dflash_trt.models import DFlashDrafter
-from test_sliding_drafter import close, linear, rms, rope  # the plain building blocks of the drafter re-implementation
+from test_sliding_drafter import attend, close, linear, rms  # the plain building blocks of the drafter re-implementation
 
 VOCAB = 300
 BLOCK = 16
@@ -80,31 +80,20 @@ def wrapped(conv, x, sublayer, cfg):
 def reference(d: DFlashDrafter, context: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
     """One sequence, no cache: context features [c, n*H] (positions 0..c-1), block embeddings [B, H] (c..c+B-1)."""
     cfg = d.cfg
-    eps, heads, kv_heads, hd = cfg.rms_norm_eps, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    theta = cfg.rope["rope_theta"]
+    eps = cfg.rms_norm_eps
     c, b = context.shape[0], block.shape[0]
     pos_c, pos_b = torch.arange(c), torch.arange(c, c + b)
     ctx = rms(linear(context, d.fc), d.hidden_norm.weight, eps)  # context rows: no convolution
     h = block * cfg.input_embedding_scale
     for layer in d.layers:
-        a = layer.self_attn
-
-        def attend(x):
-            q = rope(rms(linear(x, a.q_proj).view(b, heads, hd), a.q_norm.weight, eps), pos_b, theta)
-            k_c = rope(rms(linear(ctx, a.k_proj).view(c, kv_heads, hd), a.k_norm.weight, eps), pos_c, theta)
-            k_b = rope(rms(linear(x, a.k_proj).view(b, kv_heads, hd), a.k_norm.weight, eps), pos_b, theta)
-            keys = torch.cat([k_c, k_b]).repeat_interleave(heads // kv_heads, dim=1)
-            values = torch.cat([linear(ctx, a.v_proj).view(c, kv_heads, hd),
-                                linear(x, a.v_proj).view(b, kv_heads, hd)]).repeat_interleave(heads // kv_heads, dim=1)
-            scores = torch.einsum("qhd,khd->hqk", q, keys) / math.sqrt(hd)
-            attn = torch.einsum("hqk,khd->qhd", torch.softmax(scores, -1), values).reshape(b, heads * hd)
-            return linear(attn, a.o_proj)
+        def attention(x, a=layer.self_attn):
+            return attend(a, x, ctx, pos_c, pos_b, cfg)
 
         def mlp(y):
             m = layer.mlp
             return linear(F.silu(linear(y, m.gate_proj)) * linear(y, m.up_proj), m.down_proj)
 
-        h = h + wrapped(layer.attention_conv, rms(h, layer.input_layernorm.weight, eps), attend, cfg)
+        h = h + wrapped(layer.attention_conv, rms(h, layer.input_layernorm.weight, eps), attention, cfg)
         h = h + wrapped(layer.mlp_conv, rms(h, layer.post_attention_layernorm.weight, eps), mlp, cfg)
     return rms(h, d.norm.weight, eps)
 

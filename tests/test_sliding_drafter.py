@@ -71,6 +71,26 @@ def linear(x, lin):
     return x @ lin.weight.T
 
 
+def attend(a, x, ctx, pos_c, pos_b, cfg, mask=None):
+    """One drafter attention layer, plainly: the block rows x [b, H] make queries; keys and values are the context
+    features ctx [c, H] (this layer's k/v projections, k_norm, RoPE at pos_c) before the block's own (pos_b); full
+    attention, or only where mask [b, c + b] is True. a: the layer's self_attn. Returns [b, H] (after o_proj)."""
+    eps, heads, kv_heads, hd = cfg.rms_norm_eps, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    theta = cfg.rope["rope_theta"]
+    c, b = ctx.shape[0], x.shape[0]
+    q = rope(rms(linear(x, a.q_proj).view(b, heads, hd), a.q_norm.weight, eps), pos_b, theta)
+    k_c = rope(rms(linear(ctx, a.k_proj).view(c, kv_heads, hd), a.k_norm.weight, eps), pos_c, theta)
+    k_b = rope(rms(linear(x, a.k_proj).view(b, kv_heads, hd), a.k_norm.weight, eps), pos_b, theta)
+    keys = torch.cat([k_c, k_b]).repeat_interleave(heads // kv_heads, dim=1)
+    values = torch.cat([linear(ctx, a.v_proj).view(c, kv_heads, hd),
+                        linear(x, a.v_proj).view(b, kv_heads, hd)]).repeat_interleave(heads // kv_heads, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q, keys) / math.sqrt(hd)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    attn = torch.einsum("hqk,khd->qhd", torch.softmax(scores, -1), values).reshape(b, heads * hd)
+    return linear(attn, a.o_proj)
+
+
 def flash_window_mask(q_len: int, k_len: int, left: int, right: int, window_passed: bool) -> torch.Tensor:
     """flash-attn's local (non-causal) mask, bottom-right aligned, written out element by element."""
     mask = torch.ones(q_len, k_len, dtype=torch.bool)
@@ -87,28 +107,16 @@ def flash_window_mask(q_len: int, k_len: int, left: int, right: int, window_pass
 def reference(d: DFlashDrafter, context: torch.Tensor, block: torch.Tensor, no_window: bool = False) -> torch.Tensor:
     """One sequence, no cache: context features [c, n*H] (positions 0..c-1), block embeddings [B, H] (c..c+B-1)."""
     cfg = d.cfg
-    eps, heads, kv_heads, hd = cfg.rms_norm_eps, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    theta = cfg.rope["rope_theta"]
+    eps = cfg.rms_norm_eps
     c, b = context.shape[0], block.shape[0]
     pos_c, pos_b = torch.arange(c), torch.arange(c, c + b)
     ctx = rms(linear(context, d.fc), d.hidden_norm.weight, eps)
     h = block
     for layer_type, layer in zip(LAYER_TYPES, d.layers):
-        a = layer.self_attn
-        x = rms(h, layer.input_layernorm.weight, eps)
-        q = rope(rms(linear(x, a.q_proj).view(b, heads, hd), a.q_norm.weight, eps), pos_b, theta)
-        k_c = rope(rms(linear(ctx, a.k_proj).view(c, kv_heads, hd), a.k_norm.weight, eps), pos_c, theta)
-        k_b = rope(rms(linear(x, a.k_proj).view(b, kv_heads, hd), a.k_norm.weight, eps), pos_b, theta)
-        keys = torch.cat([k_c, k_b]).repeat_interleave(heads // kv_heads, dim=1)
-        values = torch.cat([linear(ctx, a.v_proj).view(c, kv_heads, hd),
-                            linear(x, a.v_proj).view(b, kv_heads, hd)]).repeat_interleave(heads // kv_heads, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, keys) / math.sqrt(hd)
+        mask = None
         if layer_type == "sliding_attention" and not no_window:
-            k_len = c + b
-            mask = flash_window_mask(b, k_len, WINDOW - 1, WINDOW - 1, window_passed=k_len > WINDOW)
-            scores = scores.masked_fill(~mask, float("-inf"))
-        attn = torch.einsum("hqk,khd->qhd", torch.softmax(scores, -1), values).reshape(b, heads * hd)
-        h = h + linear(attn, a.o_proj)
+            mask = flash_window_mask(b, c + b, WINDOW - 1, WINDOW - 1, window_passed=c + b > WINDOW)
+        h = h + attend(layer.self_attn, rms(h, layer.input_layernorm.weight, eps), ctx, pos_c, pos_b, cfg, mask)
         y = rms(h, layer.post_attention_layernorm.weight, eps)
         m = layer.mlp
         h = h + linear(F.silu(linear(y, m.gate_proj)) * linear(y, m.up_proj), m.down_proj)
