@@ -312,9 +312,23 @@ def test_ar_and_dflash_equal_transformers_generate(root, family, verify_len):
     assert [r.token_ids for r in spec] == want, f"{family}: DFlash (oracle drafter) != transformers generate"
     taus = [t for r in spec for t in r.stats.taus]
     assert np.mean(taus) > 2 and max(taus) >= 6 and min(taus) == 1
-    per_step = [r.stats.taus for r in spec]
-    assert any(len({steps[i] for steps in per_step if i < len(steps)}) > 1 for i in range(5))  # ragged in one step
+    assert_ragged_in_one_step(spec, 5)
 
+
+def assert_ragged_in_one_step(results, steps: int) -> None:
+    """Within the first `steps` steps, one step where the batch's rows accepted different lengths."""
+    per_step = [r.stats.taus for r in results]
+    assert any(len({taus[i] for taus in per_step if i < len(taus)}) > 1 for i in range(steps))
+
+
+def check_ragged_budgets(oracle, seqs, want, **draft) -> list:
+    """Budgets NEW_TOKENS, -13 and -5 (in a device loop, rows finish at different steps of a window): each row's
+    output must be its prefix of `want`."""
+    budgets = [NEW_TOKENS, NEW_TOKENS - 13, NEW_TOKENS - 5]
+    params = [SamplingParams(max_new_tokens=b, ignore_eos=True) for b in budgets]
+    spec = oracle.generate(seqs, params, **draft)
+    assert [r.token_ids for r in spec] == [w[:b] for w, b in zip(want, budgets)]
+    return spec
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_device_loop_equals_transformers_generate(root, family):
@@ -325,10 +339,7 @@ def test_device_loop_equals_transformers_generate(root, family):
     engine = TorchEngine.from_pretrained(target_dir, drafter_dir, device="cpu", tokenizer=False, max_batch_size=4,
                                          max_seq_len=128, decode_loop="device", steps_per_sync=4)
     oracle = make_oracle(engine, [s + w for s, w in zip(seqs, want)], corrupt=0.15, seed=1)
-    budgets = [NEW_TOKENS, NEW_TOKENS - 13, NEW_TOKENS - 5]  # rows finish at different steps of a window
-    params = [SamplingParams(max_new_tokens=b, ignore_eos=True) for b in budgets]
-    spec = oracle.generate(seqs, params, verify_len=8)
-    assert [r.token_ids for r in spec] == [w[:b] for w, b in zip(want, budgets)]
+    check_ragged_budgets(oracle, seqs, want, verify_len=8)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

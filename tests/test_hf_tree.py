@@ -29,8 +29,8 @@ from dflash_trt.models.target import load_target
 from dflash_trt.spec.budget import AUTO_TREES, Draft
 from dflash_trt.spec.tree import MAX_TREE_NODES, build_tree, max_depth
 import test_families
-from test_families import (LAYERS, NEW_TOKENS, VOCAB, WINDOW, _features_of, close, family_pair, hf_greedy, prompts,
-                           reference)
+from test_families import (LAYERS, NEW_TOKENS, VOCAB, WINDOW, _features_of, assert_ragged_in_one_step,
+                           check_ragged_budgets, close, family_pair, hf_greedy, prompts, reference)
 from test_tree import _paths, make_tree_oracle
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -160,8 +160,7 @@ def test_greedy_tree_equals_transformers_generate(root, family, nodes):
     assert [r.token_ids for r in chain] == want, f"{family}: chain (oracle) != transformers generate"
     tau_tree, tau_chain = np.mean(_taus(tree)), np.mean(_taus(chain))
     assert tau_tree > (1.3 if nodes >= 24 else 1.0) * tau_chain, (tau_tree, tau_chain)
-    per_step = [r.stats.taus for r in tree]
-    assert any(len({steps[i] for steps in per_step if i < len(steps)}) > 1 for i in range(8))  # ragged in one step
+    assert_ragged_in_one_step(tree, 8)
 
 
 @pytest.mark.parametrize("family", TREE_FAMILIES)
@@ -172,10 +171,7 @@ def test_device_loop_tree_equals_transformers_generate(root, family):
     want = hf_greedy(target_dir, seqs, NEW_TOKENS)
     engine = _engine(target_dir, drafter_dir, decode_loop="device", steps_per_sync=4)
     oracle = make_tree_oracle(engine, [s + w for s, w in zip(seqs, want)], seed=1)
-    budgets = [NEW_TOKENS, NEW_TOKENS - 13, NEW_TOKENS - 5]
-    params = [SamplingParams(max_new_tokens=b, ignore_eos=True) for b in budgets]
-    spec = oracle.generate(seqs, params, draft="tree:16")
-    assert [r.token_ids for r in spec] == [w[:b] for w, b in zip(want, budgets)]
+    spec = check_ragged_budgets(oracle, seqs, want, draft="tree:16")
     assert np.mean(_taus(spec)) > 2
 
 
