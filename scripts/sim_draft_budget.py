@@ -3,7 +3,7 @@
 reach on the same prompts, in seconds of simulated time instead of minutes of benchmark.
 
     python scripts/sim_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
-        [--num-prompts 80] [--max-new-tokens 128] [--batch-sizes 1,8] [--torch-threads 1] [--output DIR]
+        [--num-prompts 80] [--max-new-tokens 128] [--batch-sizes 1,8] [--continuous] [--torch-threads 1] [--output DIR]
 
 Why it is exact: at greedy, the output is the AR output whatever the drafts, and the drafter's proposal at a position
 depends only on the verified prefix (its context = the target's features of every token before the block), not on
@@ -226,6 +226,9 @@ def main(argv=None) -> int:
     p.add_argument("--traces", default=None, help="reuse the traces of an earlier run (its traces.json)")
     p.add_argument("--costs", default=None, help="reuse the window costs of an earlier run (its costs.json)")
     p.add_argument("--cost-prompts", type=int, default=24, help="batches per batch size timed for the cost table")
+    p.add_argument("--continuous", action="store_true",
+                   help="replay as a server at each concurrency (the next request joins as soon as one finishes) "
+                        "instead of in batches that run to their end")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
 
@@ -281,20 +284,20 @@ def main(argv=None) -> int:
               "results": {}}
     for size in sizes:
         rows = {}
-        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block)
+        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous)
         rows["ar"] = (tokens / seconds, 1.0)
         for d in drafts:
-            tokens, seconds, taus = simulate(traces, size, d, table.cost, block)
+            tokens, seconds, taus = simulate(traces, size, d, table.cost, block, args.continuous)
             rows[str(d)] = (tokens / seconds, sum(taus) / max(len(taus), 1))
         budget = AutoBudget(block, CostTable(dict(believed)), trees=engine.auto_trees)
-        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block)
+        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block, args.continuous)
         rows["auto"] = (tokens / seconds, sum(taus) / max(len(taus), 1))
         if size == 1:
             tokens, seconds = oracle(traces, table.cost, drafts, block)
             rows["oracle"] = (tokens / seconds, float("nan"))
         ar = rows["ar"][0]
         report["results"][str(size)] = {m: {"tok_s": r, "vs_ar": r / ar, "mean_tau": t} for m, (r, t) in rows.items()}
-        print(f"batch {size}: " + "  ".join(f"{m} {r / ar:.3f}x (τ {t:.2f})" for m, (r, t) in rows.items()), flush=True)
+        print(f"{'concurrency' if args.continuous else 'batch'} {size}: " + "  ".join(f"{m} {r / ar:.3f}x (τ {t:.2f})" for m, (r, t) in rows.items()), flush=True)
     if args.output:
         out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
@@ -306,7 +309,7 @@ def main(argv=None) -> int:
                  f"{len(traces)} prompts, {sum(t['tokens'] for t in traces)} tokens; simulated decode time = the sum "
                  "of the measured window costs (costs.json: seconds per window by batch size and draft; its startup entry: the table auto started from); traces.json: "
                  "per prompt and position, what a chain and each tree accepts there.", "",
-                 "| batch | policy | vs AR | mean τ |", "|---|---|---|---|"]
+                 f"| {'concurrency' if args.continuous else 'batch'} | policy | vs AR | mean τ |", "|---|---|---|---|"]
         for size, res in report["results"].items():
             for mode, r in res.items():
                 tau = "" if r["mean_tau"] != r["mean_tau"] else f"{r['mean_tau']:.2f}"

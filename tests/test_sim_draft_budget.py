@@ -64,3 +64,25 @@ def test_oracle_bounds_every_fixed_draft_and_auto_runs(setup):
     tokens, seconds, taus = sim.simulate(traces, 4, AutoBudget(block, CostTable(dict(costs)), trees=(16, 32)),
                                          table.cost, block)
     assert tokens == best_tokens and seconds > 0 and all(1 <= t <= block for t in taus)
+
+
+def test_continuous_arrivals_keep_every_requests_taus_and_fill_the_freed_slots(setup):
+    """As a server at concurrency 3: a request's τ sequence under a fixed draft is its own (greedy), whoever shares its
+    windows; the 4th request joins as soon as one of the first 3 finishes, so the run takes fewer windows than batches
+    of 3 (the 4th alone after the longest of the first 3) do."""
+    engine, _, sim, traces = setup
+    block = engine.drafter.block_size
+    d = Draft("chain", 8)
+    windows = []
+
+    def cost(n, draft):
+        windows.append(n)
+        return float(n)
+
+    tokens_c, seconds_c, taus_c = sim.simulate(traces, 3, d, cost, block, continuous=True)
+    count_c = len(windows)
+    windows.clear()
+    tokens_b, seconds_b, taus_b = sim.simulate(traces, 3, d, cost, block)
+    assert tokens_c == tokens_b and sorted(taus_c) == sorted(taus_b)
+    assert seconds_c == seconds_b  # the same steps, each costing its rows
+    assert count_c < len(windows), (count_c, len(windows))  # a freed slot was refilled
