@@ -314,6 +314,18 @@ def main(argv=None) -> int:
             for mode, r in res.items():
                 tau = "" if r["mean_tau"] != r["mean_tau"] else f"{r['mean_tau']:.2f}"
                 lines.append(f"| {size} | {mode} | {r['vs_ar']:.3f}x | {tau} |")
+        # what auto believes at start vs what the windows cost, each relative to its own K = 1 entry (the choice
+        # depends only on these ratios; online refinement corrects them slowly)
+        lines += ["", "Cost of each draft relative to K = 1: the startup table auto starts from (`SpecStep.measure_costs`)"
+                  " / the measured windows' medians:", "",
+                  "| batch | " + " | ".join(str(d) for d in drafts[1:]) + " |", "|---" * len(drafts) + "|"]
+        for size in sizes:
+            one = Draft("chain", 1)
+            if (size, one) not in believed or (size, one) not in window:
+                continue
+            cells = [f"{believed[(size, d)] / believed[(size, one)]:.2f} / {window[(size, d)] / window[(size, one)]:.2f}"
+                     if (size, d) in believed and (size, d) in window else "-" for d in drafts[1:]]
+            lines.append(f"| {size} | " + " | ".join(cells) + " |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0
 
