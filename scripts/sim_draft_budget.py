@@ -250,7 +250,15 @@ def main(argv=None) -> int:
     traces = (json.loads(Path(args.traces).read_text()) if args.traces
               else acceptance_traces(engine, prompts, args.max_new_tokens))
     print(f"traces: {len(traces)} prompts, {sum(t['tokens'] for t in traces)} tokens ({time.perf_counter() - t0:.0f} s)")
-    drafts = [Draft(*(x if i == 0 else int(x) for i, x in enumerate(d.split(":")))) for d in DRAFTS]
+
+    def parse(text: str) -> Draft:  # str(Draft) back: "chain:8" -> Draft("chain", 8)
+        kind, size = text.split(":")
+        return Draft(kind, int(size))
+
+    def keyed(entries: dict) -> dict:  # costs.json's {"n|draft": seconds} -> {(n, draft): seconds}
+        return {(int(n), d): s for (n, d), s in ((key.split("|"), s) for key, s in entries.items())}
+
+    drafts = [parse(d) for d in DRAFTS]
     if args.costs:
         saved = json.loads(Path(args.costs).read_text())
         raw, startup = saved["windows"], saved["startup"]
@@ -264,21 +272,12 @@ def main(argv=None) -> int:
         engine.draft_costs = None
         engine.draft_budget("auto", block)  # the startup cost table auto works with when serving
         startup = {f"{n}|{d}": s for (n, d), s in engine.draft_costs.items()}
-    window, ar_cost = {}, {}
-    for key, s in raw.items():
-        n, d = key.split("|")
-        if d == "ar":
-            ar_cost[int(n)] = s
-        else:
-            kind, size = d.split(":")
-            window[(int(n), Draft(kind, int(size)))] = s
+    windows = keyed(raw)
+    window = {(n, parse(d)): s for (n, d), s in windows.items() if d != "ar"}
     table = CostTable.measured(window, refine=False)
-    plain_ar = CostTable.measured({(n, Draft("chain", 1)): s for n, s in ar_cost.items()}, refine=False)
-    believed = {}
-    for key, s in startup.items():
-        n, d = key.split("|")
-        kind, size = d.split(":")
-        believed[(int(n), Draft(kind, int(size)))] = s
+    plain_ar = CostTable.measured({(n, Draft("chain", 1)): s for (n, d), s in windows.items() if d == "ar"},
+                                  refine=False)
+    believed = {(n, parse(d)): s for (n, d), s in keyed(startup).items()}
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
               "results": {}}
