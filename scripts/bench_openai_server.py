@@ -4,9 +4,9 @@
 Starts one server per mode on loopback (the same target: `--no-draft` for AR; with the drafter and `--draft MODE` for
 each other mode, e.g. chain:16 and auto), then for each client concurrency runs the same prompts through every mode,
 `--rounds` times, the modes' order rotating per round (interleaved per level, so a drifting machine load hits all
-alike; an idle server sleeps on its queue and takes no CPU); a level's numbers sum its rounds. Every client is an asyncio task sending streaming
-`/v1/chat/completions` requests back to back (greedy, `stream_options.include_usage`); the server applies the target's
-chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
+alike; an idle server sleeps on its queue and takes no CPU); a level's numbers sum its rounds, and every round's texts
+are checked. Every client is an asyncio task sending streaming `/v1/chat/completions` requests back to back (greedy,
+`stream_options.include_usage`); the server applies the target's chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
 
     python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]
@@ -203,8 +203,6 @@ def main(argv=None) -> int:
                         wall, results = asyncio.run(run_level(servers[mode].url, turns, c, args.max_tokens))
                         walls[mode] += wall
                         done[mode] += results
-                        if r == 0:
-                            outputs[(mode, c)] = [x["text"] for x in results]
                 for mode, s in servers.items():
                     after = s.metrics()
                     count = after["dflash_acceptance_length_count"] - before[mode]["dflash_acceptance_length_count"]
@@ -212,6 +210,7 @@ def main(argv=None) -> int:
                         if count else None
                     row = summarize(mode, c, walls[mode], done[mode], tau)
                     rows.append(row)
+                    outputs[(mode, c)] = [x["text"] for x in done[mode]]  # every round's: each is checked against AR
                     print(f"{mode:9s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
                           f"{row['per_user_tokens_per_s']:6.1f} tok/s per user, TTFT mean {row['ttft_mean_ms']:6.1f} ms "
                           f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}",
