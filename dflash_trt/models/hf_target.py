@@ -55,6 +55,8 @@ everywhere (its MXFP4 kernels come from the Hugging Face kernels hub at load tim
 
 from __future__ import annotations
 
+import inspect
+
 import contextlib
 import os
 from pathlib import Path
@@ -182,7 +184,7 @@ class HfKVCache(SlotLengths, Cache):
 def _record_linear_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
     """Forward pre-hook of a linear-attention layer: its input, for the rollback (HfKVCache in HfTarget.forward only;
     a replay passes the LinearStates itself and records nothing)."""
-    cache = kwargs.get("cache_params")
+    cache = kwargs.get("cache", kwargs.get("cache_params"))  # its name from transformers 5.24 on, and before
     if isinstance(cache, HfKVCache) and cache.linear is not None:
         hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
         cache.linear.record(module.layer_idx, hidden)
@@ -266,6 +268,8 @@ class HfTarget(nn.Module):
         # forward(tree=...) verifies draft trees (SpecStep reads this at construction: max_tree_nodes), except on hybrid
         # targets: a linear-attention layer's recurrent state runs the nodes as one sequence, not along their branches
         self.tree_verify = not self.linear_layers
+        # the keyword the decoder takes its cache by: `cache` from transformers 5.24 on (`past_key_values` deprecated)
+        self.cache_kwarg = "cache" if "cache" in inspect.signature(self.decoder.forward).parameters else "past_key_values"
 
     # ---- loading ---------------------------------------------------------------------------------------------------
 
@@ -416,7 +420,7 @@ class HfTarget(nn.Module):
         completed = False
         try:
             out = self.decoder(input_ids=input_ids, attention_mask=masks, position_ids=pos.rope,
-                               past_key_values=cache, use_cache=True, output_hidden_states=bool(tap))
+                               use_cache=True, output_hidden_states=bool(tap), **{self.cache_kwarg: cache})
             completed = True
         finally:
             cache.end(completed)

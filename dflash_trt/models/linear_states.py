@@ -16,7 +16,7 @@ one host read of the rows' lengths) each row is brought to its committed length 
 
 * L = start + T (every token kept, e.g. every AR step): swap the buffers;
 * start < L < start + T (a partial acceptance, or a right-padded prefill row): re-run each linear-attention layer —
-  transformers' own module, with this object as its `cache_params` — on the row's saved inputs of the kept tokens,
+  transformers' own module, with this object as its cache — on the row's saved inputs of the kept tokens,
   from the live (pre-forward) state into the other buffer, then swap: exactly the state transformers computes for
   that prefix from that state. The layer's input at a kept position depends on the kept prefix only (every layer is
   causal), so the saved inputs are the right ones. Rows are batched: one call per distinct kept length, or one per
@@ -54,6 +54,7 @@ re-deriving each family's projection glue outside transformers; not done.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -91,7 +92,8 @@ def _stages(kept: list[int]) -> list[tuple[list[int], list[int], int]]:
 class LinearStates:
     """The conv and recurrent states of a hybrid target's linear-attention layers for every slot, behind the part of
     transformers' Cache interface those layers call (see the module docstring). Owned by HfKVCache, which forwards
-    the layers' calls here; during a replay this object is itself the layers' `cache_params`."""
+    the layers' calls here; during a replay this object is itself the layers' cache (the `cache` argument;
+    `cache_params` before transformers 5.24)."""
 
     @staticmethod
     def bytes_per_slot(modules: dict[int, nn.Module], dtype: torch.dtype) -> int:
@@ -101,6 +103,9 @@ class LinearStates:
 
     def __init__(self, modules: dict[int, nn.Module], max_batch: int, dtype: torch.dtype, device: torch.device | str):
         self.modules = modules  # layer index -> its linear-attention module (transformers' GatedDeltaNet)
+        # the keyword the module takes its cache by: `cache` from transformers 5.24 on, `cache_params` before
+        self.cache_kwarg = {i: "cache" if "cache" in inspect.signature(m.forward).parameters else "cache_params"
+                            for i, m in modules.items()}
         self.conv: dict[int, torch.Tensor] = {}  # [2, slot, conv channels, conv kernel] (two buffers per slot)
         self.recurrent: dict[int, torch.Tensor] = {}  # [2, slot, value heads, key dim, value dim], float32
         for i, m in modules.items():
@@ -209,7 +214,8 @@ class LinearStates:
             self._read, self._write = (source[i], sel), (target[i], sel)
             try:
                 for layer, module in self.modules.items():
-                    module(hidden_states=window.inputs[layer][r[:, None], cols], cache_params=self, attention_mask=None)
+                    module(hidden_states=window.inputs[layer][r[:, None], cols], attention_mask=None,
+                           **{self.cache_kwarg[layer]: self})
             finally:
                 self._read = self._write = None
             source[i] = target[i]
