@@ -156,7 +156,7 @@ def test_failed_forward_leaves_the_states(pair, where):
     block = torch.randint(1, VOCAB - 1, (1, 6), generator=torch.Generator().manual_seed(2))
 
     def boom(module, args, kwargs):
-        if (kwargs["cache_params"] is cache) == (where == "forward"):
+        if (kwargs.get("cache", kwargs.get("cache_params")) is cache) == (where == "forward"):
             raise RuntimeError("injected")
 
     handle = target.linear_layers[2].register_forward_pre_hook(boom, with_kwargs=True)
