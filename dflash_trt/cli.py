@@ -35,6 +35,10 @@ def _add_generate(sub):
                    help="host: one host read per step; device: --steps-per-sync steps on the device per host read "
                         "(CUDA graphs + plugin kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=4, help="steps per host read with --decode-loop device")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the decode step (Inductor; native Qwen3 / Llama targets): each step variant "
+                        "compiles on first use (seconds; cached on disk across runs), then runs faster, most where many "
+                        "small ops bound the step (CPU, small models)")
     p.add_argument("--check-ar", action="store_true", help="also run AR and report whether the outputs are identical")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_generate)
@@ -63,14 +67,15 @@ def _generate(args) -> int:
         engine, manifest = open_engine(args.engine_dir, device=args.device,
                                        dtype=None if args.dtype == "auto" else args.dtype,
                                        max_batch_size=len(args.prompt), use_drafter=not args.no_draft,
-                                       decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
+                                       decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync,
+                                       compile=args.compile)
         if manifest["backend"] == "torch":
             verify_len, args.draft = runtime_budget(manifest, verify_len, args.draft)
     else:
         engine = TorchEngine.from_pretrained(args.target, None if args.no_draft else args.drafter, device=args.device,
                                              dtype=args.dtype, max_batch_size=len(args.prompt),
                                              max_seq_len=args.max_seq_len, decode_loop=args.decode_loop,
-                                             steps_per_sync=args.steps_per_sync)
+                                             steps_per_sync=args.steps_per_sync, compile=args.compile)
     if args.draft is not None and (args.no_draft or getattr(engine, "draft_budget", None) is None):
         raise ConfigError("--draft needs the torch engine with a drafter (not --no-draft, not a TensorRT-LLM engine)")
     results = engine.generate(args.prompt, params, verify_len=None if args.no_draft else verify_len,

@@ -53,6 +53,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                    help="torch engine decode loop: host (a host read per step) or device (--steps-per-sync steps per "
                         "host read; CUDA graphs + plugin kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=4)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the torch engine's decode step (see `dflash-trt generate --help`); the report "
+                        "gives each mode's warm-up time, which includes compiling")
     p.set_defaults(func=run_bench_command)
     return p
 
@@ -95,7 +98,7 @@ def open_engine_dir(args, config):
         engine, manifest = open_engine(args.engine_dir, device=args.device,
                                        dtype=None if args.dtype == "auto" else args.dtype,
                                        max_batch_size=max(args.batch_size, 1), decode_loop=args.decode_loop,
-                                       steps_per_sync=args.steps_per_sync)
+                                       steps_per_sync=args.steps_per_sync, compile=args.compile)
     config.target, config.drafter = (manifest.get("target") or {}).get("path"), "drafter"
     config.verify_len, config.draft = runtime_budget(manifest, config.verify_len, config.draft)
     config.extra["engine_dir"] = str(args.engine_dir)
@@ -111,6 +114,9 @@ def run_bench_command(args) -> int:
     from dflash_trt.errors import ConfigError
 
     config = config_from_args(args)
+    if getattr(args, "compile", False) and args.warmup < 1:
+        raise ConfigError("--compile needs --warmup >= 1: the first runs of each mode compile its steps, and those "
+                          "seconds would be timed")
     engine = None
     if args.engine_dir:
         engine = open_engine_dir(args, config.validate())
@@ -122,8 +128,11 @@ def run_bench_command(args) -> int:
         config.validate()
         engine = TorchEngine.from_pretrained(config.target, config.drafter, device=config.device, dtype=config.dtype,
                                              max_batch_size=config.batch_size, max_seq_len=config.max_seq_len,
-                                             decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
+                                             decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync,
+                                             compile=args.compile)
     config.extra["decode_loop"] = args.decode_loop
+    if args.compile:
+        config.extra["compile"] = True
     if args.decode_loop == "device":
         config.extra["steps_per_sync"] = args.steps_per_sync
     try:

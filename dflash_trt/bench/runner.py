@@ -376,15 +376,16 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
                desc="bench", disable=not progress, dynamic_ncols=True, file=sys.stderr)
     runs: dict[str, dict] = {s.name: {f"{m}_{part}": [] for m in ("ar", "spec", "hf") for part in ("timings", "results")}
                              for s in sets}
-    warm: set[str] = set()
+    warm: dict[str, float] = {}  # mode -> seconds of its untimed warm-up runs (with --compile: compiling, mostly)
     try:
         for name, batch, mode in jobs:
             if mode not in warm:
-                warm.add(mode)
+                t0 = time.perf_counter()
                 for _ in range(config.warmup):
                     bar.set_description(f"warmup {label[mode]}")
                     run(warm_batch[mode], mode)
                     bar.update(len(warm_batch[mode]))
+                warm[mode] = time.perf_counter() - t0
             rec = runs[name]
             bar.set_description(f"{name} {label[mode]}")
             results, timings = run(batch, mode)
@@ -479,6 +480,7 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             "dtype": _dtype_name(engine), "dtype_arg": config.dtype,
             "device_arg": config.device, "chat_template": has_chat_template(tokenizer),
             "hf_baseline": config.hf_baseline,
+            "warmup_s": {label[m]: round(s, 3) for m, s in warm.items()},
             "timing": "decode-only: TPOT = sum(batch decode_s) / sum(new_tokens - 1); speedup = TPOT_AR / TPOT_spec; "
                       "efficiency = speedup / mean_tau; e2e tok/s = sum(new_tokens) / sum(prefill_s + decode_s)",
             **config.extra,
@@ -553,6 +555,10 @@ def format_modes(report: dict) -> list[str]:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     out = [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+    settings = report.get("settings") or {}
+    if settings.get("compile"):
+        warm = ", ".join(f"{m} {s:.1f} s" for m, s in (settings.get("warmup_s") or {}).items())
+        out.append(f"torch.compile: untimed warm-up per mode (compiling, mostly): {warm or 'none (--warmup 0)'}")
     if not ran:
         out.append(f"transformers baseline: skipped ({hf_info.get('skipped') or 'not in this report'})")
     elif hf_info.get("note"):

@@ -100,7 +100,7 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
 
 def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dtype: str | None = None,
                 max_batch_size: int | None = None, use_drafter: bool = True, decode_loop: str = "host",
-                steps_per_sync: int = 4):
+                steps_per_sync: int = 4, compile: bool = False):
     """(engine, manifest) for an engine directory: a TorchEngine (backend torch) or a TrtllmEngine (backend trtllm),
     with the runtime settings the build recorded unless overridden here."""
     manifest = load_manifest(engine_dir)
@@ -108,6 +108,9 @@ def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dty
     backend = manifest.get("backend")
     runtime = manifest.get("runtime") or {}
     if backend == "trtllm":
+        if compile:
+            raise ConfigError("--compile is for the torch engine; a trtllm engine's runtime compiles through "
+                              "TensorRT-LLM's own torch_compile_config: omit --compile")
         if device not in (None, "auto", "cuda") or dtype not in (None, "auto", runtime.get("dtype")):
             raise ConfigError("--device/--dtype cannot change a trtllm engine (TensorRT-LLM fixes them when it loads): "
                               "omit them or rebuild the engine directory")
@@ -125,5 +128,6 @@ def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dty
     engine = TorchEngine.from_pretrained(
         target, drafter, device=None if run_device == "auto" else run_device, dtype=dtype or runtime.get("dtype"),
         max_batch_size=max_batch_size or int(runtime.get("max_batch_size", 8)),
-        max_seq_len=runtime.get("max_seq_len"), decode_loop=decode_loop, steps_per_sync=steps_per_sync)
+        max_seq_len=runtime.get("max_seq_len"), decode_loop=decode_loop, steps_per_sync=steps_per_sync,
+        compile=compile)
     return engine, manifest

@@ -85,7 +85,7 @@ class TorchEngine:
 
     def __init__(self, target: TargetModel, drafter: DFlashDrafter | None = None, tokenizer=None, *,
                  max_batch_size: int = 8, max_seq_len: int | None = None, decode_loop: str = "host",
-                 steps_per_sync: int = 4, ops: StepOps | None = None):
+                 steps_per_sync: int = 4, ops: StepOps | None = None, compile: bool = False):
         limit = target.cfg.max_position_embeddings
         if max_seq_len is None:  # 2048, or less for a target made for shorter sequences
             max_seq_len = min(DEFAULT_MAX_SEQ_LEN, limit or DEFAULT_MAX_SEQ_LEN)
@@ -96,6 +96,12 @@ class TorchEngine:
         if decode_loop not in ("host", "device"):
             raise ConfigError(f"decode_loop must be 'host' (one host read per step) or 'device' (steps_per_sync steps "
                               f"on the device per host read, CUDA graphs on GPU), got {decode_loop!r}")
+        if not isinstance(compile, bool):
+            raise ConfigError(f"compile must be true or false, got {compile!r}")
+        if compile and not getattr(target, "graph_capturable", True):
+            raise ConfigError(f"compile: the {target.cfg.family} target runs through transformers' own modules, whose "
+                              "caches read lengths on the host; torch.compile is for the native Qwen3 / Llama target: "
+                              "drop --compile")
         if limit and max_seq_len > limit:
             raise ConfigError(f"max_seq_len {max_seq_len} exceeds the target's max_position_embeddings {limit} "
                               f"(config.json): use --max-seq-len {limit} or less")
@@ -116,7 +122,7 @@ class TorchEngine:
         self.step_runner = SpecStep(target, drafter, max_batch_size=max_batch_size, max_seq_len=max_seq_len,
                                     max_window=self.steps_per_sync, ops=ops,
                                     cuda_graphs=decode_loop == "device" and ops.name == "cuda"
-                                    and getattr(target, "graph_capturable", True))
+                                    and getattr(target, "graph_capturable", True), compile=compile)
         # One user of the caches at a time: generate/stream calls from several threads run one after the other;
         # the scheduler that owns the caches is the latest one made (an older one refuses to step).
         # The "auto" draft budget's inputs: seconds per step by (batch size, Draft), measured at the first auto
@@ -139,7 +145,8 @@ class TorchEngine:
     def from_pretrained(cls, target_dir: str | os.PathLike, drafter_dir: str | os.PathLike | None = None, *,
                         device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                         max_batch_size: int = 8, max_seq_len: int | None = None, tokenizer: bool = True,
-                        decode_loop: str = "host", steps_per_sync: int = 4, ops: StepOps | None = None) -> "TorchEngine":
+                        decode_loop: str = "host", steps_per_sync: int = 4, ops: StepOps | None = None,
+                        compile: bool = False) -> "TorchEngine":
         device = resolve_device(device)
         target_cfg = ckpt.load_target_config(target_dir)
         drafter_cfg = None
@@ -151,7 +158,7 @@ class TorchEngine:
         drafter = DFlashDrafter.from_pretrained(drafter_dir, dtype, device, drafter_cfg) if drafter_cfg else None
         tok = ckpt.load_tokenizer(target_dir) if tokenizer else None
         return cls(target, drafter, tok, max_batch_size=max_batch_size, max_seq_len=max_seq_len, decode_loop=decode_loop,
-                   steps_per_sync=steps_per_sync, ops=ops)
+                   steps_per_sync=steps_per_sync, ops=ops, compile=compile)
 
     def replace_drafter(self, drafter: DFlashDrafter) -> None:
         """Serve another drafter of the same shape (the build's gate: the exported quantized drafter after the

@@ -331,8 +331,10 @@ def _(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, rema
             logits.new_empty((n,), dtype=torch.long), logits.new_empty((n,), dtype=torch.bool))
 
 
-def sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining) -> _sa_ref.AcceptResult:
-    """Same arguments and result as dflash_trt.kernels.sample_accept.sample_accept; the CUDA kernel on GPU."""
+def sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining,
+                  modes=None) -> _sa_ref.AcceptResult:
+    """Same arguments and result as dflash_trt.kernels.sample_accept.sample_accept; the CUDA kernel on GPU (it reads
+    the sampling parameters on the device: `modes` is not needed)."""
     return _sa_ref.AcceptResult(*torch.ops.dflash.sample_accept(logits, drafts, temperature, top_k, top_p, keys,
                                                                 positions, stop_ids, remaining))
 

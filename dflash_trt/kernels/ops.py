@@ -2,7 +2,7 @@
 
     prepare_block(last, starts, mask_token_id, block_size)   -> (ids [N, B], positions [N, B])
     drafts_to_verify(last, draft_logits, starts)             -> (verify ids [N, K], drafts [N, K-1], positions [N, K])
-    sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining) -> AcceptResult
+    sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining[, modes]) -> AcceptResult
     commit_step(accepted, slots, starts, target_lengths, ...)  in place
     tree_accept(node_tokens, parents, depth, target_tokens, stop_ids, remaining, width) -> (path, AcceptResult)
     compact_kv(k, v, slots, starts, path)                    in place
@@ -52,7 +52,7 @@ def library_ops(lib) -> StepOps:
     runs the device code on CPU tensors)."""
     from dflash_trt.kernels import cuda
 
-    def accept(*args):
+    def accept(*args, modes=None):  # the kernel reads the sampling parameters itself
         return sample_accept.AcceptResult(*cuda._sample_accept_lib(lib, None, *args))
 
     def tree_accept(*args):

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from dflash_trt.spec.sampling import target_tokens
+from dflash_trt.spec.sampling import SamplingModes, target_tokens
 
 
 class AcceptResult(NamedTuple):
@@ -24,10 +24,12 @@ class AcceptResult(NamedTuple):
 
 def sample_accept(logits: torch.Tensor, drafts: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                   top_p: torch.Tensor, keys: torch.Tensor, positions: torch.Tensor, stop_ids: torch.Tensor,
-                  remaining: torch.Tensor) -> AcceptResult:
+                  remaining: torch.Tensor, modes: SamplingModes | None = None) -> AcceptResult:
     """logits [N, K, V]; drafts [N, K-1]; per-row temperature/top_k/top_p/keys [N]; positions [N, K] (absolute
-    position of the token each slot predicts); stop_ids [N, S] padded with -1; remaining [N] >= 1 token budget."""
-    tokens = target_tokens(logits, temperature, top_k, top_p, keys, positions)
+    position of the token each slot predicts); stop_ids [N, S] padded with -1; remaining [N] >= 1 token budget.
+    modes: what the host knows of the rows' sampling parameters (spec.sampling.SamplingModes; default: read off the
+    tensors, a host sync). The kernels take the same argument and need no such hint."""
+    tokens = target_tokens(logits, temperature, top_k, top_p, keys, positions, modes)
     return accept_tokens(tokens, drafts, stop_ids, remaining)
 
 

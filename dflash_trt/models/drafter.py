@@ -149,14 +149,15 @@ class DFlashDrafter(nn.Module):
 
     def forward(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
                 context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor, max_length: int | None = None,
-                host_slots: list[int] | None = None) -> torch.Tensor:
+                host_slots: list[int] | slice | None = None) -> torch.Tensor:
         """One draft for N sequences.
 
         block_embeds [N, B, H]: target embeddings of the block tokens; block_positions [N, B]: their absolute positions.
         context [N, C, n*H]: target features of the newly verified tokens (right-padded), context_counts [N] how many
         of them are real. Their K/V go into `cache` at each slot's current length; the caller then commits
         lengths += context_counts. max_length: host-side max of lengths + counts, if known (saves a sync). host_slots:
-        `slots` as a host list, if known (consecutive slots are then read from the cache without a copy).
+        `slots` as a host list, if known (consecutive slots are then read from the cache without a copy), or as a slice
+        of consecutive slots.
         Returns the final-normed hidden states [N, B, H]; slot i >= 1 predicts the token at block_positions[:, i].
         """
         n, b, _ = block_embeds.shape

@@ -57,9 +57,11 @@ class KVCache(SlotLengths):
         caller). `slots` may be a slice (consecutive slots): then the result is a view, nothing is copied."""
         return self.k_layers[layer][slots, :upto], self.v_layers[layer][slots, :upto]
 
-def slot_view(slots: torch.Tensor, host_slots: list[int] | None) -> torch.Tensor | slice:
-    """How a forward reads the cache rows of `slots`: a slice when the caller knows (host_slots) they are consecutive,
-    else the index tensor."""
+def slot_view(slots: torch.Tensor, host_slots: list[int] | slice | None) -> torch.Tensor | slice:
+    """How a forward reads the cache rows of `slots`: a slice when the caller knows (host_slots: the slots as a host
+    list, or already as a slice) they are consecutive, else the index tensor."""
+    if isinstance(host_slots, slice):
+        return host_slots
     if host_slots and host_slots == list(range(host_slots[0], host_slots[0] + len(host_slots))):
         return slice(host_slots[0], host_slots[0] + len(host_slots))
     return slots

@@ -179,7 +179,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.
     """q [N, T, Hq, D], k/v [N, S, Hkv, D], visible [N, T, S] bool -> [N, T, Hq*D]. GQA without copying K/V."""
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-        attn_mask=visible[:, None], scale=scale, enable_gqa=q.shape[2] != k.shape[2],
+        attn_mask=visible[:, None], scale=scale, enable_gqa=bool(q.shape[2] != k.shape[2]),
     )
     return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
 

@@ -110,14 +110,15 @@ class TargetModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor, *,
                 logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
-                host_slots: list[int] | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None):
+                host_slots: list[int] | slice | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None):
         """Run T new tokens per sequence.
 
         input_ids [N, T]: sequence n's tokens go to positions cache.lengths[slots[n]] + 0..T-1 (right padding is fine:
         padded entries land past the valid ones, causality hides them, and the caller's `set_lengths` never keeps them).
         logits_at [N, K]: which of the T positions need logits (default: all) — prefill only needs the last one.
         max_length: the host-side max of lengths + T if the caller knows it (saves a device sync). host_slots: `slots`
-        as a host list, if the caller has it (consecutive slots are then read from the cache without a copy).
+        as a host list, if the caller has it (consecutive slots are then read from the cache without a copy), or as a
+        slice of consecutive slots.
         tree (depth [N, T], ancestors [N, T, T] bool): the T tokens are the nodes of a draft tree (spec/tree.py): token
         i is still written at position start + i, but its RoPE position is start + depth[i] and it attends to the cache
         before start and to the nodes j with ancestors[:, i, j] (the tree attention mask) instead of to 0..i.

@@ -50,6 +50,9 @@ def add_serve_parser(sub) -> None:
                    help="host: one host read per step (default); device: --steps-per-sync steps per host read (CUDA "
                         "graphs + plugin kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=None, help="steps per host read with --decode-loop device")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the torch engine's decode step (see `dflash-trt generate --help`): the first "
+                        "requests of each kind compile (seconds), later ones run faster")
     p.add_argument("--torch-threads", type=int, default=0,
                    help="torch intra-op threads in the model process (0 = torch's default; 1 is best on a busy CPU)")
     oa = p.add_argument_group("--api openai only")
@@ -159,6 +162,7 @@ class ServeSpec:
     torch_threads: int = 0
     decode_loop: str = "host"
     steps_per_sync: int = 4
+    compile: bool = False  # torch.compile the decode step
     repository: Path | None = None  # the engine directory's Triton model repository, if it names one
     overrides: bool = False  # an option on the command line overrides a runtime value of the manifest
 
@@ -180,6 +184,9 @@ def resolve_serve(args) -> ServeSpec:
             raise ConfigError("give either --engine-dir or --target/--drafter, not both (the engine directory names its own)")
         manifest = read_manifest(args.engine_dir)
         if manifest.get("backend") == "trtllm":
+            if args.compile:
+                raise ConfigError("--compile is for the torch engine; a trtllm engine directory is served by "
+                                  "trtllm-serve, which compiles through TensorRT-LLM's torch_compile_config")
             return ServeSpec(backend="trtllm", manifest=manifest)
         target, drafter = manifest["_target"], manifest["_drafter"]
         runtime = manifest.get("runtime") or {}
@@ -206,7 +213,7 @@ def resolve_serve(args) -> ServeSpec:
 
     overrides = any(v is not None for v in (args.max_batch_size, args.max_seq_len, verify_len, args.draft, args.device,
                                             args.dtype, args.decode_loop, args.steps_per_sync)) or args.no_draft \
-        or args.torch_threads > 0
+        or args.torch_threads > 0 or args.compile
     budget_verify_len, draft = runtime_budget(manifest or {}, verify_len, args.draft)
     return ServeSpec(backend="torch", manifest=manifest, target=target, drafter=None if args.no_draft else drafter,
                      max_batch_size=int(pick(args.max_batch_size, "max_batch_size", 8)),
@@ -214,7 +221,7 @@ def resolve_serve(args) -> ServeSpec:
                      device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
                      verify_len=budget_verify_len, draft=draft,
                      speculative=not args.no_draft, torch_threads=args.torch_threads,
-                     decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4,
+                     decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4, compile=args.compile,
                      repository=repository, overrides=overrides)
 
 
@@ -264,7 +271,7 @@ def serve_triton(args) -> int:
                    max_seq_len=spec.max_seq_len, device=spec.device, dtype=spec.dtype, verify_len=spec.verify_len,
                    draft=spec.draft, instance_count=args.instance_count, speculative=spec.speculative,
                    torch_num_threads=spec.torch_threads, decode_loop=spec.decode_loop,
-                   steps_per_sync=spec.steps_per_sync)
+                   steps_per_sync=spec.steps_per_sync, compile=spec.compile)
     tmp = None
     if repository is None:  # named with our pid: a later serve removes it if this one is killed before cleaning up
         from dflash_trt.tempdirs import make_tempdir

@@ -16,6 +16,7 @@ import math
 import numbers
 import secrets
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -102,17 +103,48 @@ def gumbel_noise(keys: torch.Tensor, positions: torch.Tensor, vocab_size: int) -
     return -torch.log(-torch.log(u))
 
 
-def filtered_scores(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+class SamplingModes(NamedTuple):
+    """What the host knows of a batch's sampling parameters, so that choosing the target's tokens reads nothing off
+    the device: no host sync in the step, and nothing that stops torch.compile from tracing the step whole. Without
+    it, `target_tokens` reads the same facts from the tensors."""
+
+    sampled: bool  # some row has temperature > 0
+    top_k_width: int  # the top-k filter's width (a row without top-k counts as the vocabulary); 0: no row uses top-k
+    top_p: bool  # some row has top_p < 1
+
+    @classmethod
+    def of(cls, params: "list[tuple[float, int, float]]", vocab_size: int) -> "SamplingModes":
+        """From each row's (temperature, top_k, top_p)."""
+        uses_top_k = any(k > 0 for _, k, _ in params)
+        width = max((min(k, vocab_size) if k > 0 else vocab_size for _, k, _ in params), default=0)
+        return cls(any(t > 0 for t, _, _ in params), width if uses_top_k else 0, any(p < 1 for _, _, p in params))
+
+
+GREEDY = SamplingModes(False, 0, False)
+
+
+def _read_modes(temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, vocab: int) -> SamplingModes:
+    """SamplingModes read off the device (host syncs): what a caller that did not pass them gets."""
+    uses_top_k = bool((top_k > 0).any())
+    width = int(torch.where(top_k > 0, top_k.clamp_max(vocab), vocab).max()) if uses_top_k else 0
+    return SamplingModes(bool((temperature > 0).any()), width, bool((top_p < 1).any()))
+
+
+def filtered_scores(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+                    modes: SamplingModes | None = None) -> torch.Tensor:
     """float32 scores [N, K, V]: logits / T with entries outside top-k and the top-p nucleus set to -inf
-    (same rules and order as transformers' warpers: temperature, then top-k, then top-p; ties at a cut are kept)."""
+    (same rules and order as transformers' warpers: temperature, then top-k, then top-p; ties at a cut are kept).
+    modes: what the host knows of the rows (default: read off the tensors)."""
     scores = logits.float() / temperature.clamp_min(1e-6)[:, None, None]
     vocab = scores.shape[-1]
-    if bool((top_k > 0).any()):
+    if modes is None:
+        modes = _read_modes(temperature, top_k, top_p, vocab)
+    if modes.top_k_width:
         k = torch.where(top_k > 0, top_k.clamp_max(vocab), torch.full_like(top_k, vocab))
-        kmax = int(k.max())
-        kth = torch.topk(scores, kmax, dim=-1).values.gather(-1, (k - 1)[:, None, None].expand(-1, scores.shape[1], 1))
+        kth = torch.topk(scores, modes.top_k_width, dim=-1).values.gather(
+            -1, (k - 1)[:, None, None].expand(-1, scores.shape[1], 1))
         scores = scores.masked_fill(scores < kth, float("-inf"))
-    if bool((top_p < 1).any()):
+    if modes.top_p:
         sorted_scores, _ = scores.sort(dim=-1, descending=True)
         probs = sorted_scores.softmax(-1)
         keep = (probs.cumsum(-1) - probs) < top_p[:, None, None]  # smallest prefix whose mass reaches top_p
@@ -125,14 +157,14 @@ def filtered_scores(logits: torch.Tensor, temperature: torch.Tensor, top_k: torc
 
 
 def target_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-                  keys: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+                  keys: torch.Tensor, positions: torch.Tensor, modes: SamplingModes | None = None) -> torch.Tensor:
     """The target's token at every verified position: logits [N, K, V] -> [N, K].
 
-    Rows with temperature 0 take the argmax; the others a Gumbel-max sample keyed on (request key, position)."""
+    Rows with temperature 0 take the argmax; the others a Gumbel-max sample keyed on (request key, position).
+    modes: what the host knows of the rows (SamplingModes; default: read off the tensors, a host sync)."""
     greedy = logits.argmax(-1)
-    sampled_rows = temperature > 0
-    if not bool(sampled_rows.any()):
+    if not (modes.sampled if modes is not None else bool((temperature > 0).any())):
         return greedy
-    scores = filtered_scores(logits, temperature, top_k, top_p)
+    scores = filtered_scores(logits, temperature, top_k, top_p, modes)
     sampled = (scores + gumbel_noise(keys, positions, logits.shape[-1])).argmax(-1)
-    return torch.where(sampled_rows[:, None], sampled, greedy)
+    return torch.where((temperature > 0)[:, None], sampled, greedy)

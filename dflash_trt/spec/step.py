@@ -31,8 +31,9 @@ import torch
 
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.spec.budget import Draft, powers_of_two_to
-from dflash_trt.spec.sampling import seed_keys
-from dflash_trt.spec.tree import MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth
+from dflash_trt.spec.sampling import GREEDY, SamplingModes, seed_keys
+from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth,
+                                  tree_candidates)
 
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
 DEFERRED_CONTEXT = 48  # context rows a slot may hold beyond a block: AR steps of a drafting engine (K = 1) append
@@ -91,7 +92,7 @@ class WindowResult:
 
 class SpecStep:
     def __init__(self, target, drafter, *, max_batch_size: int, max_seq_len: int, max_window: int = 1,
-                 ops: StepOps | None = None, cuda_graphs: bool = False):
+                 ops: StepOps | None = None, cuda_graphs: bool = False, compile: bool = False):
         self.target, self.drafter = target, drafter
         dev = target.lm_head.weight.device
         self.device = dev
@@ -138,6 +139,23 @@ class SpecStep:
         self._host_rows: list[int] | None = None  # the window's slots on the host (eager steps only)
         self._context_width = self.block_size
         self._defer = False  # the window's K = 1 steps append their context instead of running the drafter
+        self.host_sampling = [(0.0, 0, 1.0)] * n  # per slot (temperature, top_k, top_p), as the host set them
+        self._modes = GREEDY  # the window's SamplingModes: the step reads no sampling flag off the device
+        self._row_start = -1  # compiled steps: the window's first slot when its slots are consecutive, else -1
+        self._tree_cands: tuple | None = None  # (N, build_tree's candidates for N nodes): see _tree_candidates
+        # torch.compile'd step (optional): chains and AR steps, traced per (K, frozen, deferred, sampling modes) on
+        # first use, lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run
+        # compiles a few graphs per K once per process (Inductor's on-disk cache makes later processes faster).
+        # Prefill and draft-tree steps stay eager: compiled, a tree step ran 2.7x slower on CPU (2026-11-25, tree:8,
+        # the fixture pair: Inductor's C++ for build_tree's gathers and the tree mask).
+        self.compiled = bool(compile)
+        self._step_fn = self._step
+        if self.compiled:
+            from torch._dynamo import config as dynamo_config
+
+            # every (K, spec, tree, frozen, deferred, consecutive) variant is a recompile of the one step function
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
+            self._step_fn = torch.compile(self._step)
 
     # ---- prefill -----------------------------------------------------------------------------------------------------
 
@@ -152,6 +170,8 @@ class SpecStep:
         self.top_p[slots] = torch.tensor([float(r.top_p) for r in reqs], device=dev)
         self.keys[slots] = seed_keys(torch.tensor([r.seed for r in reqs], device=dev))
         self.stop_ids[slots] = torch.tensor([r.stops + [-1] * (MAX_STOP_IDS - len(r.stops)) for r in reqs], device=dev)
+        for r in reqs:
+            self.host_sampling[r.slot] = (float(r.temperature), int(r.top_k), float(r.top_p))
         lens = [len(r.token_ids) for r in reqs]
         longest = max(lens)
         ids = torch.zeros(m, longest, dtype=torch.long, device=dev)
@@ -165,7 +185,8 @@ class SpecStep:
         remaining = torch.tensor([r.budget - r.produced for r in reqs], device=dev)
         first = self.ops.sample_accept(logits, torch.empty(m, 0, dtype=torch.long, device=dev), self.temperature[slots],
                                        self.top_k[slots], self.top_p[slots], self.keys[slots], lengths[:, None],
-                                       self.stop_ids[slots], remaining)
+                                       self.stop_ids[slots], remaining,
+                                       modes=self.sampling_modes([r.slot for r in reqs]))
         self.target_cache.set_lengths(slots, lengths)
         token = first.target_tokens[:, 0]
         self.last[slots] = token
@@ -220,11 +241,18 @@ class SpecStep:
             rows = torch.tensor(slots, device=dev)
             key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
+        consecutive = self._host_rows is not None and list(slots) == list(range(slots[0], slots[0] + n))
+        self._row_start = slots[0] if consecutive else -1
+        self._modes = self.sampling_modes(list(slots) + (pad if self.cuda_graphs else []))
+        if tree:
+            self._tree_candidates(k)
         # Context rows the drafter takes in: exactly as many as the rows have pending when a window is one eager step
         # (their last τ, known from the last read); else enough for any step of the window: what is pending now (the
         # previous window may have verified more than k slots) and at most k after each step of this one.
         pending = max(self.host_context[s] for s in slots)
         self._context_width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
+        if self.compiled:  # widths 0 and 1 would each trace a graph of their own (torch.compile specializes them)
+            self._context_width = min(max(self._context_width, 2), self.context_rows)
         # AR steps (K = 1) of a drafting engine defer the drafter while the context rows have room: the drafter then
         # takes them all in at once, at the next drafting step (or when the rows are full), instead of one per step.
         self._defer = spec and k == 1 and not tree and pending + steps <= self.context_rows
@@ -264,21 +292,35 @@ class SpecStep:
         return result
 
     def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key, tree: bool) -> None:
+        step = self._step if tree else self._step_fn
         if key is None:
-            self._step(rows, k, spec, upto, frozen, tree)
+            step(rows, k, spec, upto, frozen, tree)
             return
         graph = self.graphs.get(key)
         if graph is None:  # the first step of this shape runs eagerly (warms up cuBLAS, the plugins), then is captured
-            self._step(rows, k, spec, upto, frozen, tree)
+            step(rows, k, spec, upto, frozen, tree)
             torch.cuda.synchronize(self.device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self._pool):
-                self._step(rows, k, spec, upto, frozen, tree)
+                step(rows, k, spec, upto, frozen, tree)
             self._pool = graph.pool()
             self.graphs[key] = graph
             return  # capture recorded the step without running it; the eager run above was this step
         graph.replay()
         self.graph_replays += 1
+
+    def sampling_modes(self, slots: list[int]) -> SamplingModes:
+        """What the host knows of these slots' sampling parameters (set at prefill)."""
+        return SamplingModes.of([self.host_sampling[s] for s in slots], self.target.lm_head.weight.shape[0])
+
+    def _host_slots(self, rows: torch.Tensor) -> list[int] | slice | None:
+        """The step's slots as the forwards take them on the host (`host_slots`): the window's list, eagerly. A
+        compiled step gets slice(start, start + n) built from an int, which torch.compile treats as dynamic once it
+        changes (a list would be guarded element by element: a recompile for every new set of slots), or None (an
+        index gather) when the slots are not consecutive."""
+        if not self.compiled:
+            return self._host_rows
+        return slice(self._row_start, self._row_start + rows.shape[0]) if self._row_start >= 0 else None
 
     def draft_logits(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor,
                      k: int, upto: int) -> torch.Tensor:
@@ -292,7 +334,7 @@ class SpecStep:
         drafter = self.drafter
         block_ids, block_pos = self.ops.prepare_block(last, starts, drafter.mask_token_id, drafter.block_size)
         hidden = drafter(self.target.embed(block_ids), block_pos, self.context[rows, : self._context_width], counts,
-                         self.drafter_cache, rows, upto, host_slots=self._host_rows)
+                         self.drafter_cache, rows, upto, host_slots=self._host_slots(rows))
         return hidden[:, 1:k]
 
     def draft(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, k: int,
@@ -313,7 +355,16 @@ class SpecStep:
         A DFlash2 drafter's tree is built from its per-slot marginals (its convolutions apply; its candidate selector,
         a single path, does not): still lossless, as any tree is."""
         depth = max_depth(nodes, self.drafter.block_size)
-        return build_tree(self.draft_logits(rows, last, starts, counts, depth + 1, upto), last, nodes)
+        return build_tree(self.draft_logits(rows, last, starts, counts, depth + 1, upto), last, nodes,
+                          self._tree_candidates(nodes))
+
+    def _tree_candidates(self, nodes: int):
+        """build_tree's static candidates for a tree of `nodes` nodes, made before the step runs (window,
+        _timed_step): a compiled step then reads them as constants instead of tracing their construction."""
+        if self._tree_cands is None or self._tree_cands[0] != nodes:
+            depth = max_depth(nodes, self.drafter.block_size)
+            self._tree_cands = (nodes, tree_candidates(nodes, depth, self.target.lm_head.weight.shape[0], self.device))
+        return self._tree_cands[1]
 
     def _step(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, tree: bool = False) -> None:
         """One step for `rows`, device-only (no host reads: capturable). frozen: some rows may already be done (a
@@ -338,7 +389,7 @@ class SpecStep:
                 verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
         else:
             verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
-        logits, features = self.target(verify_ids, tc, rows, tap=spec, max_length=upto, host_slots=self._host_rows,
+        logits, features = self.target(verify_ids, tc, rows, tap=spec, max_length=upto, host_slots=self._host_slots(rows),
                                        tree=(nodes.depth, nodes.ancestors) if tree else None)
         positions = starts[:, None] + 1 + (nodes.depth if tree else torch.arange(k, device=dev))
         produced = self.produced[rows]
@@ -347,7 +398,7 @@ class SpecStep:
             was_done = self.done[rows]
             remaining = remaining.clamp_min(1)  # done rows: any budget, their emission is dropped
         res = ops.sample_accept(logits, drafts, self.temperature[rows], self.top_k[rows], self.top_p[rows],
-                                self.keys[rows], positions, self.stop_ids[rows], remaining)
+                                self.keys[rows], positions, self.stop_ids[rows], remaining, modes=self._modes)
         if tree:  # the target's token at every node -> the accepted root path, its K/V moved into place
             path, res = ops.tree_accept(nodes.tokens, nodes.parents, nodes.depth, res.target_tokens,
                                         self.stop_ids[rows], remaining, max_depth(k, self.drafter.block_size) + 1)
@@ -414,13 +465,15 @@ class SpecStep:
         if spec:
             self.drafter_cache.lengths[rows] = length - pending
             self.context_counts[rows] = pending
-        self._host_rows = list(range(n))
+        self._host_rows, self._row_start, self._modes = list(range(n)), 0, GREEDY
+        if tree and spec:
+            self._tree_candidates(k)
         self._context_width = pending
         self._defer = spec and k == 1 and not tree  # what auto's AR windows cost while the context rows have room
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
-        self._step(rows, k, spec, length + k, False, tree)
+        (self._step if tree else self._step_fn)(rows, k, spec, length + k, False, tree)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         seconds = time.perf_counter() - t0

@@ -45,9 +45,19 @@ def max_depth(num_nodes: int, block_size: int) -> int:
     return min(num_nodes - 1, block_size - 1)
 
 
-def build_tree(draft_logits: torch.Tensor, root_tokens: torch.Tensor, num_nodes: int) -> DraftTree:
+def tree_candidates(num_nodes: int, slots: int, vocab: int, device: torch.device | str) -> "_Candidates":
+    """build_tree's static candidate set for `num_nodes` nodes over `slots` drafter slots and a `vocab`-token
+    vocabulary (made once, cached). A caller that traces build_tree (torch.compile) makes it outside the traced code
+    and passes it in: traced, its Python loops would be rebuilt into tensor constants at every call."""
+    m = num_nodes - 1
+    return _candidates(m, min(m, vocab), min(slots, m), torch.device(device))
+
+
+def build_tree(draft_logits: torch.Tensor, root_tokens: torch.Tensor, num_nodes: int,
+               cand: "_Candidates | None" = None) -> DraftTree:
     """draft_logits [n, D, V]: the drafter's logits for block slots 1..D; root_tokens [n] -> the best-first tree of
-    `num_nodes` nodes (see the module docstring). Depth is at most min(D, num_nodes - 1)."""
+    `num_nodes` nodes (see the module docstring). Depth is at most min(D, num_nodes - 1). cand: tree_candidates(
+    num_nodes, D, V, device), if the caller has it."""
     n, slots, vocab = draft_logits.shape
     dev = draft_logits.device
     m = num_nodes - 1  # nodes besides the root
@@ -55,7 +65,7 @@ def build_tree(draft_logits: torch.Tensor, root_tokens: torch.Tensor, num_nodes:
     width = min(m, vocab)
     logp = draft_logits[:, :depths].float().log_softmax(-1)
     top_lp, top_tok = logp.topk(width, dim=-1)  # [n, depths, width], best first
-    cand = _candidates(m, width, depths, dev)
+    cand = cand if cand is not None else tree_candidates(num_nodes, slots, vocab, dev)
     flat_lp = torch.cat([top_lp.reshape(n, -1), torch.zeros(n, 1, device=dev)], 1)  # the last entry: padding (0)
     scores = flat_lp.index_select(1, cand.last)  # [n, C + 1]: each candidate's last log-probability (the root: 0) ...
     for jump in cand.jumps:  # ... summed along its root path by pointer doubling: its joint log-probability

@@ -57,7 +57,7 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
                   verify_len: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
                   draft: str | None = None,
                   speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0,
-                  decode_loop: str = "host", steps_per_sync: int = 4) -> str:
+                  decode_loop: str = "host", steps_per_sync: int = 4, compile: bool = False) -> str:
     """config.pbtxt text for the model (see write_model_repository for the arguments)."""
     # cuda: an instance group on every GPU (each instance loads on its own, see model.py); cuda:N: on GPU N only.
     kind = "KIND_GPU" if str(device).startswith("cuda") else "KIND_CPU"
@@ -82,7 +82,7 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
         "device": device, "dtype": dtype, "max_batch_size": max_batch_size, "max_seq_len": max_seq_len or 0,
         "verify_len": verify_len or 0, "default_max_tokens": default_max_tokens, "python_path": python_path,
         "torch_num_threads": torch_num_threads, "cancellation_check_period_ms": 20, "decode_loop": decode_loop,
-        "steps_per_sync": steps_per_sync, "draft": draft or "",
+        "steps_per_sync": steps_per_sync, "draft": draft or "", "compile": "true" if compile else "false",
     }
     lines += [f"parameters {{ key: {_quote(k)} value: {{ string_value: {_quote(str(v))} }} }}" for k, v in params.items()]
     return "\n".join(lines) + "\n"
@@ -93,7 +93,8 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
                            verify_len: int | None = None, python_path: str | None = None, instance_count: int = 1,
                            model_name: str = MODEL_NAME, speculative: bool = True, default_max_tokens: int = 128,
                            torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None,
-                           decode_loop: str = "host", steps_per_sync: int = 4, draft: str | None = None) -> Path:
+                           decode_loop: str = "host", steps_per_sync: int = 4, draft: str | None = None,
+                           compile: bool = False) -> Path:
     """Write (or replace) the Triton model `model_name` in the repository directory `out_dir`; returns `out_dir`.
 
     Layout: ``out_dir/<model_name>/config.pbtxt`` and ``out_dir/<model_name>/1/model.py`` (the Python backend model
@@ -150,7 +151,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         max_batch_size=max_batch_size, max_seq_len=max_seq_len, device=device, dtype=str(dtype), verify_len=verify_len,
         python_path=python_path if python_path is not None else default_python_path(), instance_count=instance_count,
         model_name=model_name, speculative=speculative, default_max_tokens=default_max_tokens, draft=draft,
-        torch_num_threads=torch_num_threads, decode_loop=decode_loop, steps_per_sync=steps_per_sync)
+        torch_num_threads=torch_num_threads, decode_loop=decode_loop, steps_per_sync=steps_per_sync, compile=compile)
     out.mkdir(parents=True, exist_ok=True)
     # Atomic per model: build beside it, then swap it in.
     tmp = make_tempdir(out.parent, f".{model_name}.")  # not in the repository: Triton would see it
