@@ -38,9 +38,25 @@ def eager():
     return _engine(False)
 
 
+_COMPILED: dict[int, TorchEngine] = {}  # one compiled engine per window for the whole module (its graphs compile once)
+
+
+def _compiled(window: int) -> TorchEngine:
+    if window not in _COMPILED:
+        _COMPILED[window] = _engine(True, window)
+    return _COMPILED[window]
+
+
 @pytest.fixture(scope="module", params=[1, 4], ids=["window1", "window4"])
 def compiled(request, eager):
-    return _engine(True, request.param)
+    return _compiled(request.param)
+
+
+@pytest.fixture(scope="module")
+def compiled1(eager):
+    """Window 1 only: each new mix of sampling modes is a few more graphs to compile (minutes on a cold cache), and
+    a window of 4 runs the same sampling code (the frozen rows are covered by the greedy and stop tests)."""
+    return _compiled(1)
 
 
 def _tokens(results):
@@ -73,17 +89,17 @@ def test_stop_and_budget_inside_a_block(eager, compiled):
         assert [r.finish_reason for r in spec] == [r.finish_reason for r in ar] == [reason] * len(PROMPTS)
 
 
-def test_sampling_same_seed_equals_ar(eager, compiled):
+def test_sampling_same_seed_equals_ar(eager, compiled1):
     """The keyed samples of the compiled step = the eager AR step's, with temperature, top-k and top-p rows in one
     batch (the step reads the batch's SamplingModes from the host, never off the device)."""
     params = [SamplingParams(max_new_tokens=24, temperature=t, top_k=k, top_p=p, seed=s, ignore_eos=True)
               for s, (t, k, p) in enumerate([(1.0, 0, 1.0), (0.7, 20, 1.0), (1.3, 0, 0.9), (0.0, 0, 1.0)])]
     ar = _tokens(eager.generate(PROMPTS, params, use_drafter=False))
-    assert _tokens(compiled.generate(PROMPTS, params, draft="chain:16")) == ar
-    assert _tokens(compiled.generate(PROMPTS, params, use_drafter=False)) == ar
+    assert _tokens(compiled1.generate(PROMPTS, params, draft="chain:16")) == ar
+    assert _tokens(compiled1.generate(PROMPTS, params, use_drafter=False)) == ar
 
 
-def test_the_step_compiles_whole(compiled):
+def test_the_step_compiles_whole():
     """Runs after the tests above (pytest keeps file order): Dynamo traced graphs, and never broke one (a graph break
     means a host read or untraceable code inside the step: slower, and a CUDA graph could not capture it)."""
     assert counters["stats"]["unique_graphs"] > 0
@@ -120,3 +136,43 @@ def test_sampling_modes_from_the_host_equal_the_device_read():
         keys, positions = torch.randint(0, 2**31, (n,), generator=g), torch.randint(0, 500, (n, 3), generator=g)
         assert torch.equal(target_tokens(logits, temperature, top_k, top_p, keys, positions, modes),
                            target_tokens(logits, temperature, top_k, top_p, keys, positions))
+
+
+def test_compile_reaches_the_engine_from_every_front_end(tmp_path, capsys):
+    """--compile on generate runs the compiled step (identical to AR); bench refuses it without a warm-up (compiling
+    would be timed); a Triton model repository carries it to the model's engine."""
+    from dflash_trt import cli
+    from dflash_trt.serve.triton.repository import write_model_repository
+
+    argv = ["--target", str(FIXTURE / "target"), "--drafter", str(FIXTURE / "drafter"), "--device", "cpu"]
+    assert cli.main(["generate", *argv, "--prompt", "Question: 2 + 3 = ?\nAnswer:", "--max-new-tokens", "16",
+                     "--compile", "--check-ar", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matches_ar"] == [True] and report["results"][0]["stats"]["steps"] >= 1
+    assert cli.main(["bench", *argv, "--dataset", str(ROOT / "data" / "prompts" / "eagle_gsm8k.jsonl"),
+                     "--compile", "--warmup", "0"]) == 2
+    assert "--compile needs --warmup >= 1" in capsys.readouterr().err
+    for flag in (True, False):
+        repo = write_model_repository(tmp_path / f"repo-{flag}", target=FIXTURE / "target",
+                                      drafter=FIXTURE / "drafter", compile=flag)
+        line = f'key: "compile" value: {{ string_value: "{"true" if flag else "false"}" }}'
+        assert line in (repo / "dflash" / "config.pbtxt").read_text()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("decode_loop", ["host", "device"])
+def test_compiled_step_on_gpu_matches_ar(decode_loop):
+    """On a GPU: the compiled step (Triton kernels from Inductor around the plugin ops), eagerly per step or captured
+    in the device loop's CUDA graphs after its compiled first run, gives the target's own greedy tokens."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    make = dict(device="cuda", max_batch_size=4, max_seq_len=384)
+    ar = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", **make)
+    compiled = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", compile=True,
+                                           decode_loop=decode_loop, steps_per_sync=4, **make)
+    params = SamplingParams(max_new_tokens=48, ignore_eos=True)
+    want = _tokens(ar.generate(PROMPTS, params, use_drafter=False))
+    assert _tokens(compiled.generate(PROMPTS, params, draft="chain:16")) == want
+    assert _tokens(compiled.generate(PROMPTS, params, use_drafter=False)) == want
+    if compiled.step_runner.cuda_graphs:
+        assert compiled.step_runner.graph_replays > 0

@@ -253,8 +253,8 @@ def _sample_tokens(engine, params: SamplingParams, use_drafter: bool, verify_len
 def _wrong_rule(p_accept: float):
     """A plausible-looking but lossy rule: also accept a draft whenever the target gives it probability >= p_accept."""
 
-    def rule(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining):
-        right = sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining)
+    def rule(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining, modes=None):
+        right = sample_accept(logits, drafts, temperature, top_k, top_p, keys, positions, stop_ids, remaining, modes)
         if drafts.shape[1] == 0:
             return right
         probs = filtered_scores(logits, temperature, top_k, top_p).softmax(-1)[:, :-1]

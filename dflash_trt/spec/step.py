@@ -151,11 +151,9 @@ class SpecStep:
         self.compiled = bool(compile)
         self._step_fn = self._step
         if self.compiled:
-            from torch._dynamo import config as dynamo_config
-
-            # every (K, spec, tree, frozen, deferred, consecutive) variant is a recompile of the one step function
-            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
-            self._step_fn = torch.compile(self._step)
+            # every (K, frozen, deferred, sampling modes, ...) variant is a recompile of the one step function; this
+            # engine's graphs are its own (isolate_recompiles: another engine's are not among the guards checked)
+            self._step_fn = torch.compile(self._step, recompile_limit=64, isolate_recompiles=True)
 
     # ---- prefill -----------------------------------------------------------------------------------------------------
 
