@@ -147,7 +147,8 @@ class SpecStep:
         # first use, lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run
         # compiles a few graphs per K once per process (Inductor's on-disk cache makes later processes faster).
         # Prefill and draft-tree steps stay eager: compiled, a tree step ran 2.7x slower on CPU (2026-11-25, tree:8,
-        # the fixture pair: Inductor's C++ for build_tree's gathers and the tree mask).
+        # the fixture pair): the reference compact_kv writes through the whole K/V tensor, which functionalized becomes
+        # a copy of the entire cache every step.
         self.compiled = bool(compile)
         self._step_fn = self._step
         if self.compiled:
