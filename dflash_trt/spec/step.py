@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dflash_trt.kernels.ops import StepOps, ops_for
+from dflash_trt.kernels.ops import StepOps, ops_for, traceable
 from dflash_trt.spec.budget import Draft, powers_of_two_to
 from dflash_trt.spec.sampling import GREEDY, SamplingModes, seed_keys
 from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth,
@@ -143,15 +143,14 @@ class SpecStep:
         self._modes = GREEDY  # the window's SamplingModes: the step reads no sampling flag off the device
         self._row_start = -1  # compiled steps: the window's first slot when its slots are consecutive, else -1
         self._tree_cands: tuple | None = None  # (N, build_tree's candidates for N nodes): see _tree_candidates
-        # torch.compile'd step (optional): chains and AR steps, traced per (K, frozen, deferred, sampling modes) on
-        # first use, lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run
-        # compiles a few graphs per K once per process (Inductor's on-disk cache makes later processes faster).
-        # Prefill and draft-tree steps stay eager: compiled, a tree step ran 2.7x slower on CPU (2026-11-25, tree:8,
-        # the fixture pair): the reference compact_kv writes through the whole K/V tensor, which functionalized becomes
-        # a copy of the entire cache every step.
+        # torch.compile'd step (optional): traced per (K, chain or tree, frozen, deferred, sampling modes) on first use,
+        # lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run compiles
+        # a few graphs per draft once per process (Inductor's on-disk cache makes later processes faster). Prefill
+        # stays eager. The K/V compaction of trees goes through its custom op (kernels.ops.traceable).
         self.compiled = bool(compile)
         self._step_fn = self._step
         if self.compiled:
+            self.ops = traceable(self.ops)
             # every (K, frozen, deferred, sampling modes, ...) variant is a recompile of the one step function; this
             # engine's graphs are its own (isolate_recompiles: another engine's are not among the guards checked)
             self._step_fn = torch.compile(self._step, recompile_limit=64, isolate_recompiles=True)
@@ -291,17 +290,16 @@ class SpecStep:
         return result
 
     def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key, tree: bool) -> None:
-        step = self._step if tree else self._step_fn
         if key is None:
-            step(rows, k, spec, upto, frozen, tree)
+            self._step_fn(rows, k, spec, upto, frozen, tree)
             return
         graph = self.graphs.get(key)
         if graph is None:  # the first step of this shape runs eagerly (warms up cuBLAS, the plugins), then is captured
-            step(rows, k, spec, upto, frozen, tree)
+            self._step_fn(rows, k, spec, upto, frozen, tree)
             torch.cuda.synchronize(self.device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self._pool):
-                step(rows, k, spec, upto, frozen, tree)
+                self._step_fn(rows, k, spec, upto, frozen, tree)
             self._pool = graph.pool()
             self.graphs[key] = graph
             return  # capture recorded the step without running it; the eager run above was this step
@@ -472,7 +470,7 @@ class SpecStep:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
-        (self._step if tree else self._step_fn)(rows, k, spec, length + k, False, tree)
+        self._step_fn(rows, k, spec, length + k, False, tree)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         seconds = time.perf_counter() - t0
