@@ -19,7 +19,9 @@ of steps needs no synchronisation and each step is capturable. On CUDA with `cud
 bucket of slots and attention runs over a length bucket, and each (K, bucket, length) step is captured once, in the
 step's graph cache, and replayed; elsewhere a step runs eagerly over exactly the given slots and their live length.
 Rows that finish inside a window (a stop token, the budget) are frozen on the device: they emit nothing more and their
-caches do not advance. `window` ends with one host read of everything the scheduler needs.
+caches do not advance. `window` ends with one host read of everything the scheduler needs. With `compile`, the step
+runs through torch.compile: it reads nothing off the device (the window's SamplingModes come from the host), so it
+traces as one graph (README "torch.compile").
 """
 
 from __future__ import annotations
