@@ -101,6 +101,9 @@ def _generate(args) -> int:
         print(item["text"])
         print(f"[finish={item['finish_reason']} tokens={len(item['token_ids'])} mean_tau={item['stats']['mean_tau']:.2f}]")
     print(f"--- {report['mode']}: {merged.summary()}")
+    if args.compile:
+        print("--- note: --compile compiled the step during this run, so its decode time includes compiling; the "
+              "speed shows over many requests (serve, bench)")
     if "matches_ar" in report:
         print(f"--- identical to AR: {all(report['matches_ar'])} {report['matches_ar']}")
     return 1 if failed else 0
