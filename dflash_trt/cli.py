@@ -36,9 +36,9 @@ def _add_generate(sub):
                         "(CUDA graphs + plugin kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=4, help="steps per host read with --decode-loop device")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the decode step (Inductor; native Qwen3 / Llama targets): each step variant "
-                        "compiles on first use (seconds; cached on disk across runs), then runs faster, most where many "
-                        "small ops bound the step (CPU, small models)")
+                   help="torch.compile the decode step (Inductor; native Qwen3 / Llama targets): each step "
+                        "variant compiles on first use (seconds; cached on disk across runs), then runs faster, most "
+                        "where many small ops bound the step (CPU, small models)")
     p.add_argument("--check-ar", action="store_true", help="also run AR and report whether the outputs are identical")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_generate)
