@@ -114,7 +114,7 @@ def run_bench_command(args) -> int:
     from dflash_trt.errors import ConfigError
 
     config = config_from_args(args)
-    if getattr(args, "compile", False) and args.warmup < 1:
+    if args.compile and args.warmup < 1:
         raise ConfigError("--compile needs --warmup >= 1: the first runs of each mode compile its steps, and those "
                           "seconds would be timed")
     engine = None

@@ -55,8 +55,6 @@ everywhere (its MXFP4 kernels come from the Hugging Face kernels hub at load tim
 
 from __future__ import annotations
 
-import inspect
-
 import contextlib
 import os
 from pathlib import Path
@@ -69,7 +67,7 @@ from dflash_trt import checkpoint as ckpt
 from dflash_trt.errors import CheckpointError
 from dflash_trt.models.kv_cache import SlotLengths, slot_view
 from dflash_trt.models.layers import forward_positions
-from dflash_trt.models.linear_states import LinearStates
+from dflash_trt.models.linear_states import LinearStates, cache_keyword
 
 # Families whose transformers model takes a dict of masks by layer type (they read attention_mask[layer_type]).
 MASK_DICT_FAMILIES = ("gpt_oss", "gemma4", "qwen3_5", "qwen3_5_moe", "qwen3_next")
@@ -268,8 +266,7 @@ class HfTarget(nn.Module):
         # forward(tree=...) verifies draft trees (SpecStep reads this at construction: max_tree_nodes), except on hybrid
         # targets: a linear-attention layer's recurrent state runs the nodes as one sequence, not along their branches
         self.tree_verify = not self.linear_layers
-        # the keyword the decoder takes its cache by: `cache` from transformers 5.24 on (`past_key_values` deprecated)
-        self.cache_kwarg = "cache" if "cache" in inspect.signature(self.decoder.forward).parameters else "past_key_values"
+        self.cache_kwarg = cache_keyword(self.decoder.forward, "past_key_values")
 
     # ---- loading ---------------------------------------------------------------------------------------------------
 

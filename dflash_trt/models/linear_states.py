@@ -89,6 +89,12 @@ def _stages(kept: list[int]) -> list[tuple[list[int], list[int], int]]:
     return grouped if len(grouped) <= len(binary) else binary
 
 
+def cache_keyword(forward, before: str) -> str:
+    """The keyword a transformers module's forward takes its cache by: `cache` from transformers 5.24 on, `before`
+    (its older name: `cache_params` for linear-attention layers, `past_key_values` for decoders) until then."""
+    return "cache" if "cache" in inspect.signature(forward).parameters else before
+
+
 class LinearStates:
     """The conv and recurrent states of a hybrid target's linear-attention layers for every slot, behind the part of
     transformers' Cache interface those layers call (see the module docstring). Owned by HfKVCache, which forwards
@@ -103,9 +109,7 @@ class LinearStates:
 
     def __init__(self, modules: dict[int, nn.Module], max_batch: int, dtype: torch.dtype, device: torch.device | str):
         self.modules = modules  # layer index -> its linear-attention module (transformers' GatedDeltaNet)
-        # the keyword the module takes its cache by: `cache` from transformers 5.24 on, `cache_params` before
-        self.cache_kwarg = {i: "cache" if "cache" in inspect.signature(m.forward).parameters else "cache_params"
-                            for i, m in modules.items()}
+        self.cache_kwarg = {i: cache_keyword(m.forward, "cache_params") for i, m in modules.items()}
         self.conv: dict[int, torch.Tensor] = {}  # [2, slot, conv channels, conv kernel] (two buffers per slot)
         self.recurrent: dict[int, torch.Tensor] = {}  # [2, slot, value heads, key dim, value dim], float32
         for i, m in modules.items():

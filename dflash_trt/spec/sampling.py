@@ -124,10 +124,8 @@ GREEDY = SamplingModes(False, 0, False)
 
 
 def _read_modes(temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, vocab: int) -> SamplingModes:
-    """SamplingModes read off the device (host syncs): what a caller that did not pass them gets."""
-    uses_top_k = bool((top_k > 0).any())
-    width = int(torch.where(top_k > 0, top_k.clamp_max(vocab), vocab).max()) if uses_top_k else 0
-    return SamplingModes(bool((temperature > 0).any()), width, bool((top_p < 1).any()))
+    """SamplingModes read off the device (a host sync): what a caller that did not pass them gets."""
+    return SamplingModes.of(list(zip(temperature.tolist(), top_k.tolist(), top_p.tolist())), vocab)
 
 
 def filtered_scores(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,

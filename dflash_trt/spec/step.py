@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dflash_trt.kernels.ops import StepOps, ops_for, traceable
+from dflash_trt.models.kv_cache import slot_view
 from dflash_trt.spec.budget import Draft, powers_of_two_to
 from dflash_trt.spec.sampling import GREEDY, SamplingModes, seed_keys
 from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth,
@@ -241,8 +242,8 @@ class SpecStep:
             rows = torch.tensor(slots, device=dev)
             key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
-        consecutive = self._host_rows is not None and list(slots) == list(range(slots[0], slots[0] + n))
-        self._row_start = slots[0] if consecutive else -1
+        view = slot_view(rows, self._host_rows)  # a slice when the slots are consecutive
+        self._row_start = view.start if isinstance(view, slice) else -1
         self._modes = self.sampling_modes(list(slots) + (pad if self.cuda_graphs else []))
         if tree:
             self._tree_candidates(k)
