@@ -301,6 +301,50 @@ def test_target_batched_ragged_decode(models, name):
     assert int(cache.lengths[1]) == 5
 
 
+@torch.no_grad()
+def test_forward_over_slots_with_holes_reads_their_span_exactly(models, drafter_setup):
+    """Slots with holes between them (requests that left a batch) given on the host are read as the span between them
+    (a view) instead of gathered (a copy): the target's and the drafter's outputs are bitwise those of the gathered
+    read, whatever the rows in the holes hold."""
+    from dflash_trt.models.kv_cache import slot_span
+
+    ours, _ = models("qwen3")
+    d, _, _ = drafter_setup
+    g = torch.Generator().manual_seed(23)
+    vocab, hidden = ours.cfg.vocab_size, d.cfg.hidden_size
+    slots = torch.tensor([0, 2, 3, 5])  # holes at 1 and 4: span 0..5 (6 rows for 4 slots)
+    rows, within = slot_span(slots, slots.tolist())
+    assert rows == slice(0, 6) and within.tolist() == [0, 2, 3, 5]
+    assert slot_span(torch.tensor([0, 5]), [0, 5])[1] is None  # 6 rows for 2 slots: gathered
+    ours.tap_layer_ids = [1, 3]
+    caches = []
+    for _ in range(2):
+        cache = ours.new_cache(6, 64)
+        filler = random_ids(torch.Generator().manual_seed(1), vocab, 6, 9)  # the holes hold a request's K/V
+        ours(filler, cache, torch.arange(6))
+        cache.set_lengths(torch.arange(6), torch.tensor([9, 4, 9, 9, 7, 9]))
+        caches.append(cache)
+    for step, k in enumerate((1, 4, 1)):
+        new = random_ids(g, vocab, 4, k)
+        span = ours(new, caches[0], slots, tap=True, host_slots=slots.tolist())
+        gathered = ours(new, caches[1], slots, tap=True)
+        assert torch.equal(span[0], gathered[0]) and torch.equal(span[1], gathered[1]), f"target step {step}"
+        assert torch.equal(caches[0].k, caches[1].k) and torch.equal(caches[0].v, caches[1].v)
+        for cache in caches:
+            cache.set_lengths(slots, cache.lengths[slots] + 1)
+    dcaches = [d.new_cache(6, 64) for _ in range(2)]
+    for c in dcaches:  # the holes hold context of their own
+        d(torch.randn(6, 3, hidden, generator=torch.Generator().manual_seed(2)), torch.arange(5, 8).expand(6, 3),
+          _features(torch.Generator().manual_seed(3), d, 6, 5), torch.full((6,), 5), c, torch.arange(6))
+        c.set_lengths(torch.arange(6), torch.full((6,), 5))
+    counts = torch.tensor([3, 1, 0, 2])
+    ctx, block = _features(g, d, 4, 3), torch.randn(4, 8, hidden, generator=g)
+    positions = (5 + counts)[:, None] + torch.arange(8)
+    span = d(block, positions, ctx, counts, dcaches[0], slots, host_slots=slots.tolist())
+    gathered = d(block, positions, ctx, counts, dcaches[1], slots)
+    assert torch.equal(span, gathered), "drafter"
+
+
 @pytest.mark.parametrize("name", ["qwen3", "llama-tied"])
 @torch.no_grad()
 def test_target_kv_crop(models, name):

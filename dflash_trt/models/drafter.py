@@ -49,8 +49,8 @@ from torch import nn
 
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.models.dflash2 import CandidateSelector, GroupedConv
-from dflash_trt.models.kv_cache import KVCache, slot_view
-from dflash_trt.models.layers import Fused, RMSNorm, RotaryEmbedding, attention
+from dflash_trt.models.kv_cache import KVCache, slot_span
+from dflash_trt.models.layers import Fused, RMSNorm, RotaryEmbedding, attention, span_visible, spread
 from dflash_trt.models.quant import QuantLinear
 from dflash_trt.models.target import DecoderLayer
 
@@ -180,13 +180,16 @@ class DFlashDrafter(nn.Module):
         cos_c, sin_c = self.rotary(context_positions, block_embeds.dtype)
         cos_b, sin_b = self.rotary(block_positions, block_embeds.dtype)
         h = self._scaled(block_embeds)
-        where, rows = cache.where(slots, context_positions), slot_view(slots, host_slots)
+        where = cache.where(slots, context_positions)
+        rows, within = slot_span(slots, host_slots)  # rows of other slots between them: read, not gathered
+        if within is not None:
+            masks = {kind: span_visible(m, within, rows.stop - rows.start) for kind, m in masks.items()}
         for i, layer in enumerate(self.layers):
             if c:
                 k_ctx, v_ctx = layer.self_attn.project_kv(features, cos_c, sin_c)  # KV injection: this layer's own k/v_proj
                 cache.write(i, where, k_ctx, v_ctx)
             k_ctx, v_ctx = cache.read(i, rows, upto)
-            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, masks[self._kinds[i]])
+            h = self._layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, masks[self._kinds[i]], within)
         return self.norm(h)
 
     def _layer_mask(self, kind: tuple[bool, bool], query_positions: torch.Tensor,
@@ -244,16 +247,20 @@ class DFlashDrafter(nn.Module):
         return block_embeds if scale == 1.0 else block_embeds * scale
 
     @staticmethod
-    def _layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible) -> torch.Tensor:
+    def _layer(layer, h, k_ctx, v_ctx, cos_b, sin_b, visible, within=None) -> torch.Tensor:
         """One decoder layer for the block tokens: queries from the block only, keys/values = context ++ block.
-        DFlash2 layers wrap the attention and the MLP in their convolutions (models/dflash2.py): block rows only."""
+        DFlash2 layers wrap the attention and the MLP in their convolutions (models/dflash2.py): block rows only.
+        within: the context rows are a span of slots (kv_cache.slot_span), the block's rows its rows `within`."""
         attn = layer.self_attn
         attention_conv, mlp_conv = getattr(layer, "attention_conv", None), getattr(layer, "mlp_conv", None)
         x = layer.input_layernorm(h)
         if attention_conv is not None:
             x, after = attention_conv.prepare(x)
         q, k_blk, v_blk = attn.project_qkv(x, cos_b, sin_b)
-        out = attn.out(attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale))
+        if within is not None:
+            k_blk, v_blk = spread(k_blk, within, k_ctx.shape[0]), spread(v_blk, within, k_ctx.shape[0])
+        out = attn.out(attention(q, torch.cat([k_ctx, k_blk], 1), torch.cat([v_ctx, v_blk], 1), visible, attn.scale,
+                                 within))
         h = h + (attention_conv.finish(out, after) if attention_conv is not None else out)
         x = layer.post_attention_layernorm(h)
         if mlp_conv is None:

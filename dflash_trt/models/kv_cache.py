@@ -65,3 +65,23 @@ def slot_view(slots: torch.Tensor, host_slots: list[int] | slice | None) -> torc
     if host_slots and host_slots == list(range(host_slots[0], host_slots[0] + len(host_slots))):
         return slice(host_slots[0], host_slots[0] + len(host_slots))
     return slots
+
+
+SPAN_ROWS_PER_SLOT = 1.5  # slot_span reads the span between non-consecutive slots while it has at most this many rows
+#                           per slot (CPU, fixture pair, 15 of 16 slots: an AR step 7.9 ms gathered, 4.1 ms over the span)
+
+
+def slot_span(slots: torch.Tensor, host_slots: list[int] | slice | None) -> tuple[torch.Tensor | slice, torch.Tensor | None]:
+    """Like slot_view, but non-consecutive slots known on the host whose span lo..hi has at most SPAN_ROWS_PER_SLOT
+    rows per slot are read as that span (a view: nothing copied) instead of gathered (a copy of every row read, each
+    layer, each step: the slow part of a step after requests left holes in the batch). Returns (what `read` takes,
+    `within`: the slots' rows in what it returns, or None when those are the slots' rows in order). The rows between
+    them belong to other slots (free, or not in this forward): a forward computes nothing it keeps for them
+    (layers.attention(within=...))."""
+    rows = slot_view(slots, host_slots)
+    if isinstance(rows, slice) or not host_slots:
+        return rows, None
+    lo, hi = min(host_slots), max(host_slots)
+    if hi + 1 - lo > SPAN_ROWS_PER_SLOT * len(host_slots):
+        return rows, None
+    return slice(lo, hi + 1), torch.tensor([s - lo for s in host_slots], device=slots.device)

@@ -175,8 +175,29 @@ def forward_positions(start: torch.Tensor, t: int, upto: int,
                      torch.where(in_tree, start[:, None] + depth.gather(1, at), keys[None, :]))
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, scale: float) -> torch.Tensor:
-    """q [N, T, Hq, D], k/v [N, S, Hkv, D], visible [N, T, S] bool -> [N, T, Hq*D]. GQA without copying K/V."""
+def spread(x: torch.Tensor, within: torch.Tensor, rows: int, fill: bool | float = 0) -> torch.Tensor:
+    """x [N, ...] placed at rows `within` of a [rows, ...] tensor filled with `fill` (kv_cache.slot_span)."""
+    out = x.new_full((rows,) + tuple(x.shape[1:]), fill)
+    out[within] = x
+    return out
+
+
+def span_visible(visible: torch.Tensor, within: torch.Tensor, rows: int) -> torch.Tensor:
+    """A forward's attention mask [N, T, S] spread over the span its K/V rows are read from (kv_cache.slot_span): the
+    rows of other slots see their first key only (something to attend to: a row that sees nothing gives NaN)."""
+    out = spread(visible, within, rows, False)
+    out[..., 0] = True
+    out[within] = visible
+    return out
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, scale: float,
+              within: torch.Tensor | None = None) -> torch.Tensor:
+    """q [N, T, Hq, D], k/v [N, S, Hkv, D], visible [N, T, S] bool -> [N, T, Hq*D]. GQA without copying K/V.
+    within: k/v (and `visible`, made by span_visible) hold the rows of a span of slots, q's are its rows `within`:
+    attention runs over the span (each row apart from the others) and returns q's rows."""
+    if within is not None:
+        return attention(spread(q, within, k.shape[0]), k, v, visible, scale)[within]
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
         attn_mask=visible[:, None], scale=scale, enable_gqa=bool(q.shape[2] != k.shape[2]),

@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from dflash_trt import checkpoint as ckpt
-from dflash_trt.models.kv_cache import KVCache, slot_view
-from dflash_trt.models.layers import Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention, forward_positions
+from dflash_trt.models.kv_cache import KVCache, slot_span
+from dflash_trt.models.layers import (Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention, forward_positions,
+                                     span_visible)
 
 
 class DecoderLayer(nn.Module):
@@ -130,14 +131,16 @@ class TargetModel(nn.Module):
         pos = forward_positions(start, t, upto, tree)
         h = self.embed(input_ids)
         cos, sin = self.rotary(pos.rope, h.dtype)
-        where, rows = cache.where(slots, pos.write), slot_view(slots, host_slots)
+        where = cache.where(slots, pos.write)
+        rows, within = slot_span(slots, host_slots)  # rows of other slots between them: read, not gathered
+        visible = pos.visible if within is None else span_visible(pos.visible, within, rows.stop - rows.start)
         taps: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):
             x = layer.input_layernorm(h)
             q, k, v = layer.self_attn.project_qkv(x, cos, sin)
             cache.write(i, where, k, v)
             keys, values = cache.read(i, rows, upto)
-            h = h + layer.self_attn.out(attention(q, keys, values, pos.visible, layer.self_attn.scale))
+            h = h + layer.self_attn.out(attention(q, keys, values, visible, layer.self_attn.scale, within))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if tap and i in self.tap_layer_ids:
                 taps[i] = h
