@@ -8,6 +8,7 @@ window 4, with the references and (window 4) the kernels' code under emulation.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +104,9 @@ def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():
 
 
 def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
-    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3)
+    # explore_share 1: a probe may lose as much as the time waited for it (the backoff alone sets the pace here)
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3,
+                        explore_share=1.0)
     budget.observe("a", chain(16), [1] * 20)  # every first draft rejected
     picks = [budget.choose(["a"]).size for _ in range(16)]
     # AR, and one drafting window (the best one) after 3 windows at K = 1 (probe_every), then after 6, 12, ...
@@ -116,7 +119,8 @@ def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
 def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
     """A probe runs the whole batch: requests joining a batch held at AR must not each bring their own short
     interval (a server at concurrency 16 probed almost every few windows that way)."""
-    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3)
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3,
+                        explore_share=1.0)
     for r in "abcd":
         budget.observe(r, chain(16), [1] * 20)  # the drafter is useless here: the global curve says AR too
     batch, picks = list("abcd"), []
@@ -126,6 +130,36 @@ def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
             batch = batch[1:] + [f"new{i}"]
         picks.append(budget.choose(batch).size)
     assert [i for i, k in enumerate(picks) if k > 1] == [2, 8, 20]  # after 3, 6, 12 windows at K = 1
+
+
+def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
+    """A probe's regret (its cost minus what AR takes for the tokens it is expected to emit) may be at most
+    explore_share of the AR time waited since the last probe: an expensive probe (a big batch, a slow verify) waits
+    longer than the backoff; a cheap one comes at the backoff's pace."""
+    def first_probe(drafting: float, share: float, rejected: int) -> tuple[int, float]:
+        budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=drafting, trees=()), refine=False),
+                            probe_every=3, explore_share=share)
+        budget.observe("a", chain(16), [1] * rejected)
+        regret = drafting - budget._expected_tokens(["a"])[chain(16)]  # AR: 1 token per second
+        picks = [budget.choose(["a"]).size for _ in range(60)]
+        return picks.index(16), regret
+
+    index, regret = first_probe(3.0, 0.1, 20)
+    assert regret > 1.0
+    assert index == math.ceil(regret / 0.1) - 1 > 2  # the window whose AR time (1 s each) x 0.1 covers the regret
+    index, regret = first_probe(1.05, 0.02, 200)  # drafting almost as cheap as AR: a probe loses little
+    assert 0 < regret < 3 * 0.02 and index == 2  # the backoff's pace: after probe_every = 3 windows
+    # a tree size's measurement windows obey the same price: an expensive tree is measured later
+    costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
+    costs[(1, Draft("tree", 32))] = 6.0
+    trees_at = {}
+    for share in (1.0, 0.05):
+        budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3, explore_share=share)
+        budget.observe("a", chain(16), [4] * 10)
+        trees_at[share] = [i for i in range(60) if budget.choose(["a"]).tree]
+    assert trees_at[1.0][:3] == [2, 5, 8] and trees_at[0.05] and trees_at[0.05][0] > 20
+    with pytest.raises(ValueError, match="explore_share"):
+        AutoBudget(16, CostTable(flat_costs(trees=()), refine=False), explore_share=0.0)
 
 
 def test_auto_caps_a_requests_expected_tokens_by_what_it_has_left():
@@ -202,7 +236,7 @@ def test_auto_probes_trees_then_picks_them_when_they_accept_more():
     would have is picked, one that accepts the same is not worth its cost; tree steps teach the chain estimate too."""
     costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
     costs[(1, Draft("tree", 32))] = 2.2  # a tree costs a bit more than a chain
-    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3)
+    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3, explore_share=1.0)
     budget.observe("a", chain(16), [4] * 10)  # the chain accepts 3 drafts a step
     picks = [budget.choose(["a"]) for _ in range(6)]
     assert [d.kind for d in picks] == ["chain", "chain", "tree", "chain", "chain", "tree"]
@@ -213,7 +247,7 @@ def test_auto_probes_trees_then_picks_them_when_they_accept_more():
     assert budget.lift(32)[3] > 1.5 and budget.lift(32)[0] == pytest.approx(1.0, abs=0.05)
     assert budget.acceptance("a", Draft("tree", 32))[3] > 2 * budget.acceptance("a", chain(16))[3]
     assert [budget.choose(["a"]) for _ in range(4)] == [Draft("tree", 32)] * 4  # measured: no more probing
-    other = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3)
+    other = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3, explore_share=1.0)
     other.observe("a", chain(16), [4] * 10)
     other.observe("a", Draft("tree", 32), [4] * TREE_MEASURE_STEPS, [(7, 4)] * TREE_MEASURE_STEPS)  # no better
     assert all(0.95 < x < 1.05 for x in other.lift(32))

@@ -32,11 +32,16 @@ extra device sync.
 
 Exploration: while the drafter's curve has no observations the window runs the largest chain (it measures every
 position); a batch whose estimates keep K at 1 is probed with one window of the best drafting choice after
-`probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times (a probe
-in a big batch costs several AR steps), so a drafter that becomes useful again is noticed. The backoff belongs to the
-batch, not to its requests: with per-request backoffs every new arrival (interval 4 again) made the whole batch probe,
-and a server at concurrency 16 where AR is best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x).
-A tree size with fewer than TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. An AR
+`probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times, so a
+drafter that becomes useful again is noticed. The backoff belongs to the batch, not to its requests: with per-request
+backoffs every new arrival (interval 4 again) made the whole batch probe, and a server at concurrency 16 where AR is
+best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than
+TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. Exploration is also priced: a probe or
+a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last one) times
+`explore_share` covers its regret — what the window is expected to lose against the best choice: its cost minus the
+time the best choice takes for the tokens it is expected to emit. Where drafting is cheap a probe costs little and
+comes at the backoff's pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU
+(fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. An AR
 window (K = 1) of a drafting engine does not run the drafter while the slot's context rows have room: it appends the
 step's tap features, which the drafter takes in at the next drafting step (spec/step.py, DEFERRED_CONTEXT), so it
 costs about a plain AR step.
@@ -62,6 +67,7 @@ COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
+EXPLORE_SHARE = 0.02  # exploration (probes, tree measurements) may lose at most this share of the time it waited
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
 
@@ -244,16 +250,21 @@ class AutoBudget:
     trees: Sequence[int] = ()  # tree sizes to choose among (() where the target cannot verify trees)
     tree_curves: dict[int, TreeCounts] | None = None  # per tree size, over every request (shared)
     tree_probe_every: int = 8
+    explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
     _requests: dict = field(init=False, default_factory=dict)  # request -> its chain AcceptanceCounts
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _windows: int = field(init=False, default=0)
+    _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
+    _since_tree_s: float = field(init=False, default=0.0)  # predicted seconds of the windows since the last tree probe
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
         self._probe_interval = self.probe_every
+        if not self.explore_share > 0:
+            raise ValueError(f"explore_share must be > 0 (a share of the time spent waiting), got {self.explore_share!r}")
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         if len(prior) < positions or not all(0 < p < 1 for p in prior[:positions]):
@@ -318,23 +329,32 @@ class AutoBudget:
         largest = Draft("chain", self.block_size)
         if not any(self.curve.trials):  # nothing measured yet: the largest chain measures every position
             return largest
-        for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
-            if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0:
-                return Draft("tree", size)
         expected = self._expected_tokens(requests, left)
-        rates = {d: expected[d] / self.cost.cost(n, d) for d in self.drafts}
+        costs = {d: self.cost.cost(n, d) for d in self.drafts}
+        rates = {d: expected[d] / costs[d] for d in self.drafts}
         best = _argmax(rates)
+        # what a window of d loses against the best choice: its time beyond what the best takes for the same tokens
+        regret = lambda d: costs[d] - expected[d] / rates[best]  # noqa: E731
+        self._since_tree_s += costs[best]
+        for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
+            tree = Draft("tree", size)
+            if (self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0
+                    and self.explore_share * self._since_tree_s >= regret(tree)):
+                self._since_tree_s = 0.0
+                return tree
         if best.size > 1:  # drafting on merit: the next AR stretch starts probing early again
-            self._at_one, self._probe_interval = 0, self.probe_every
+            self._at_one, self._probe_interval, self._held_s = 0, self.probe_every, 0.0
             return best
         self._at_one += 1
-        if self._at_one < self._probe_interval:
+        self._held_s += costs[best]
+        probe = _argmax({d: v for d, v in rates.items() if d.size > 1})
+        if self._at_one < self._probe_interval or self.explore_share * self._held_s < regret(probe):
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
-        # finds AR still best waits twice as long for the next (a probe costs the whole batch several AR steps)
-        self._at_one = 0
+        # finds AR still best waits twice as long for the next
+        self._at_one, self._held_s = 0, 0.0
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
-        return _argmax({d: v for d, v in rates.items() if d.size > 1})
+        return probe
 
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
