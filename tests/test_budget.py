@@ -149,6 +149,22 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     assert index == math.ceil(regret / 0.1) - 1 > 2  # the window whose AR time (1 s each) x 0.1 covers the regret
     index, regret = first_probe(1.05, 0.02, 200)  # drafting almost as cheap as AR: a probe loses little
     assert 0 < regret < 3 * 0.02 and index == 2  # the backoff's pace: after probe_every = 3 windows
+    # a probe's window that cost more than its entry (pending context taken in, a cold drafter) makes the next
+    # probe's price higher: probe_factor, learnt from the probes' own windows
+    gaps = {}
+    for told in (1.0, 3.0):
+        table = CostTable(flat_costs(k1=1.0, drafting=3.0, trees=()))
+        table.observe = lambda *args: None  # the entries stay put; only the probes' factor is learnt
+        budget = AutoBudget(16, table, probe_every=3, explore_share=0.1)
+        budget.observe("a", chain(16), [1] * 20)
+        picks = []
+        for _ in range(150):
+            picks.append(budget.choose(["a"]).size)
+            budget.observe_time(1, chain(picks[-1]), 3.0 * told if picks[-1] > 1 else 1.0)
+        probes = [i for i, k in enumerate(picks) if k > 1]
+        gaps[told] = probes[1] - probes[0]
+        assert table.probe_factor == pytest.approx(told ** (1 - 0.5 ** len(probes)), rel=1e-6)
+    assert gaps[3.0] > 2 * gaps[1.0]
     # a tree size's measurement windows obey the same price: an expensive tree is measured later
     costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
     costs[(1, Draft("tree", 32))] = 6.0
@@ -160,6 +176,19 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     assert trees_at[1.0][:3] == [2, 5, 8] and trees_at[0.05] and trees_at[0.05][0] > 20
     with pytest.raises(ValueError, match="explore_share"):
         AutoBudget(16, CostTable(flat_costs(trees=()), refine=False), explore_share=0.0)
+
+
+def test_auto_defers_the_prompts_context_only_where_it_would_hold_the_batch_at_ar():
+    """defers_context(n): not before the drafter is measured (the first window drafts); then exactly where AR is the
+    best choice for n requests at the drafter's curve."""
+    costs = {(1, d): (1.0 if d == chain(1) else 1.2) for d in auto_drafts(16, ())}  # batch 1: drafting is cheap
+    costs.update({(16, d): 2.0 * (1 if d == chain(1) else 1 + d.size) for d in auto_drafts(16, ())})  # 16: it is not
+    budget = AutoBudget(16, CostTable(costs, refine=False))
+    assert not budget.defers_context(16)  # nothing measured yet
+    budget.observe("a", chain(16), [4] * 10)
+    assert not budget.defers_context(1) and budget.choose(["a"]).size > 1
+    assert budget.defers_context(16) and budget.choose([str(i) for i in range(16)]).size == 1
+    assert not Fixed(chain(8)).defers_context(16)
 
 
 def test_auto_caps_a_requests_expected_tokens_by_what_it_has_left():
@@ -270,9 +299,12 @@ class Scripted(Fixed):
     """K from a fixed cycle, one per window (every K, 1 included, switching every window); a Draft in the cycle is
     run as it is (a tree)."""
 
-    def __init__(self, ks):
+    def __init__(self, ks, defer: bool = False):
         super().__init__(chain(16))
-        self.ks, self.i, self.seen = list(ks), 0, []
+        self.ks, self.i, self.seen, self.defer = list(ks), 0, [], defer
+
+    def defers_context(self, n):  # defer: every prompt joins as if the batch were held at AR (spec/step.py prefill)
+        return self.defer
 
     def choose(self, requests, left=None):
         k = self.ks[self.i % len(self.ks)]
@@ -281,8 +313,8 @@ class Scripted(Fixed):
         return k if isinstance(k, Draft) else chain(k)
 
 
-def scripted(engine: TorchEngine, ks) -> Scripted:
-    policy = Scripted(ks)
+def scripted(engine: TorchEngine, ks, defer: bool = False) -> Scripted:
+    policy = Scripted(ks, defer)
     engine.draft_budget = lambda kind, k: policy
     return policy
 
@@ -303,6 +335,29 @@ def test_any_k_sequence_is_lossless_greedy(make_pair, variant, batch):
         assert len(s.stats.ks) == len(s.stats.taus) and all(1 <= t <= k for t, k in zip(s.stats.taus, s.stats.ks))
     # whole blocks accepted after K = 1 windows too (the drafter's context and caches stayed right)
     assert any(t == k >= 4 for s in spec for t, k in zip(s.stats.taus, s.stats.ks))
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_prompts_left_out_of_the_drafter_are_lossless(make_pair, variant, batch):
+    """Prompts that join a batch held at AR leave the drafter their last rows only, pending (defers_context), and AR
+    stretches longer than the context rows keep their newest half: whatever the drafter then sees, greedy and sampled
+    outputs are AR's, ragged batch, stop-free budgets inside windows."""
+    pair = make_pair(family="qwen3")
+    engine = _engine(pair, variant)
+    prompts = [(p * 13)[:90] for p in PROMPTS[:batch]]  # most longer than the rows a deferred prompt keeps
+    params = [SamplingParams(max_new_tokens=m, temperature=t, seed=i, ignore_eos=True)
+              for i, (m, t) in enumerate([(150, 0.0), (121, 1.0), (145, 0.0), (137, 0.8)][:batch])]
+    ar = engine.generate(prompts, params, use_drafter=False)
+    oracle = _engine(pair, variant, _full_sequences(prompts, ar), corrupt=0.15)
+    step = oracle.step_runner
+    assert max(map(len, prompts)) > step.context_kept
+    # an AR stretch from the start: the prompt's pending rows and its own overflow the rows, which keep their newest half
+    stretch = (step.context_rows - step.context_kept + 8) // variant[0] + 1  # windows of variant[0] steps
+    policy = scripted(oracle, [1] * stretch + [16, Draft("tree", 8), 2, 1, 4] * 3, defer=True)
+    spec = oracle.generate(prompts, params, draft="auto")
+    assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
+    assert policy.seen.count(16) >= 1 and policy.seen.count(Draft("tree", 8)) >= 1  # drafting resumed after it
+    assert int(step.context_from.max()) > 0  # the drafter's context started after position 0: the windows were used
 
 
 @pytest.mark.parametrize("batch", [1, 4])
@@ -387,6 +442,17 @@ def test_drafter_context_survives_k1_windows():
     assert [r.token_ids for r in mixed] == [r.token_ids for r in plain]
     resumed = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
     assert len(resumed) >= 8 and np.mean(resumed) > 0.75 * chain_tau, (np.mean(resumed), chain_tau)
+    # and from prompts left out of the drafter but for their last context_kept rows (joining a batch held at AR):
+    # a long prompt's drafter context starts there, and acceptance holds up
+    long_prompts = [" ".join(prompts[i:] + prompts[:i]) for i in range(4)]
+    full = engine.generate(long_prompts, params, draft="chain:16")
+    full_tau = np.mean([t for r in full for t in r.stats.taus])
+    scripted(engine, [16], defer=True)
+    lazy = engine.generate(long_prompts, params, draft="auto")
+    assert [r.token_ids for r in lazy] == [r.token_ids for r in full]
+    lengths = [len(r.prompt_token_ids) for r in lazy]
+    assert min(lengths) > 2 * step.context_kept  # the drafter saw a window of each prompt, not all of it
+    assert np.mean([t for r in lazy for t in r.stats.taus]) > 0.85 * full_tau
     # and after tree windows (the drafter's next context = the accepted path's features, gathered from the tree)
     scripted(engine, [Draft("tree", 32), 16])
     mixed = engine.generate(prompts, params, draft="auto")

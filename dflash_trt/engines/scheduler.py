@@ -244,7 +244,9 @@ class BatchScheduler:
 
     def _prefill(self, new: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()
-        tokens, done = self.runner.prefill([live.slot_request() for live in new], self.spec)
+        # requests joining a batch the budget would hold at AR: the drafter takes their prompt in if it ever drafts
+        defer = self.spec and self.budget.defers_context(len(self._active) + len(new))
+        tokens, done = self.runner.prefill([live.slot_request() for live in new], self.spec, defer)
         elapsed = time.perf_counter() - t0
         self.prefill_s += elapsed
         for live, token in zip(new, tokens):  # all bookkeeping first: a consumer may abort requests between events

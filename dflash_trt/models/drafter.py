@@ -149,7 +149,7 @@ class DFlashDrafter(nn.Module):
 
     def forward(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
                 context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor, max_length: int | None = None,
-                host_slots: list[int] | slice | None = None) -> torch.Tensor:
+                host_slots: list[int] | slice | None = None, context_from: torch.Tensor | None = None) -> torch.Tensor:
         """One draft for N sequences.
 
         block_embeds [N, B, H]: target embeddings of the block tokens; block_positions [N, B]: their absolute positions.
@@ -157,7 +157,8 @@ class DFlashDrafter(nn.Module):
         of them are real. Their K/V go into `cache` at each slot's current length; the caller then commits
         lengths += context_counts. max_length: host-side max of lengths + counts, if known (saves a sync). host_slots:
         `slots` as a host list, if known (consecutive slots are then read from the cache without a copy), or as a slice
-        of consecutive slots.
+        of consecutive slots. context_from [N]: each sequence's first cache position that is context (None: 0; the
+        engine's AR stretches keep only a window of recent context: spec/step.py).
         Returns the final-normed hidden states [N, B, H]; slot i >= 1 predicts the token at block_positions[:, i].
         """
         n, b, _ = block_embeds.shape
@@ -167,7 +168,10 @@ class DFlashDrafter(nn.Module):
         upto = max_length if max_length is not None else int(new_lengths.max())
         context_positions = start[:, None] + torch.arange(c, device=context.device)
         key_positions = torch.arange(upto, device=context.device)
-        sees_context = (key_positions[None, :] < new_lengths[:, None])[:, None, :].expand(n, b, upto)
+        sees_context = key_positions[None, :] < new_lengths[:, None]
+        if context_from is not None:
+            sees_context = sees_context & (key_positions[None, :] >= context_from[:, None])
+        sees_context = sees_context[:, None, :].expand(n, b, upto)
         sees_block = torch.ones(n, b, b, dtype=torch.bool, device=context.device)  # non-causal inside the block
         visible = torch.cat([sees_context, sees_block], dim=-1)
         masks = {(False, False): visible}

@@ -39,12 +39,19 @@ best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x). A tr
 TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. Exploration is also priced: a probe or
 a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last one) times
 `explore_share` covers its regret — what the window is expected to lose against the best choice: its cost minus the
-time the best choice takes for the tokens it is expected to emit. Where drafting is cheap a probe costs little and
+time the best choice takes for the tokens it is expected to emit (a probe's cost: its table entry times what probes
+have cost against their entries so far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the
+context rows the stretch left pending, and runs a cold drafter). Where drafting is cheap a probe costs little and
 comes at the backoff's pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU
-(fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. An AR
-window (K = 1) of a drafting engine does not run the drafter while the slot's context rows have room: it appends the
-step's tap features, which the drafter takes in at the next drafting step (spec/step.py, DEFERRED_CONTEXT), so it
-costs about a plain AR step.
+(fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. 
+
+What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
+the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
+whose rows are full keeps the newest half and the drafter's context then starts there (an AR stretch never runs the
+drafter). Requests that join a batch auto would hold at AR at the drafter's curve (`defers_context`) leave their
+prompt out of the drafter but for its last rows, pending likewise. So a batch held at AR costs about a plain AR
+engine's steps and prefills; at the price of a drafter that, if drafting resumes, sees a window of recent context
+instead of all of it (on the fixture pair: τ within 1 % with the last 64 positions; 4 % lower with 32).
 
 The output never depends on the draft (every draft is lossless: spec output = AR output), only the speed does.
 """
@@ -66,6 +73,7 @@ DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drif
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
+MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 EXPLORE_SHARE = 0.02  # exploration (probes, tree measurements) may lose at most this share of the time it waited
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
@@ -114,6 +122,7 @@ class CostTable:
     seconds: dict[tuple[int, Draft], float]  # (n, draft) -> seconds per step, at the table's own machine speed
     refine: bool = True
     drift: float = 1.0  # the machine's speed now relative to the table's (window time / table entry), learnt online
+    probe_factor: float = 1.0  # what probes' windows cost over their entries (geometric mean): see AutoBudget.choose
 
     def __post_init__(self):
         for (n, d), s in self.seconds.items():
@@ -174,6 +183,14 @@ class CostTable:
         self.drift *= math.exp(DRIFT_RATE * residual)
         self.seconds[key] *= math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
 
+    def observe_probe(self, n: int, k: Draft, seconds_per_step: float) -> None:
+        """A probe's window (the first drafting window after an AR stretch): its cost against its entry moves
+        probe_factor halfway (in log), before `observe` takes the window as any other."""
+        if not self.refine or seconds_per_step <= 0:
+            return
+        ratio = seconds_per_step / (self.cost(n, k) * self.drift)
+        self.probe_factor = min(max(math.sqrt(self.probe_factor * ratio), 1 / MAX_PROBE_FACTOR), MAX_PROBE_FACTOR)
+
 
 @dataclass
 class TreeCounts:
@@ -226,6 +243,9 @@ class Fixed:
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
         pass
 
+    def defers_context(self, n: int) -> bool:
+        return False
+
     def forget(self, request_id: Hashable) -> None:
         pass
 
@@ -256,9 +276,11 @@ class AutoBudget:
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _windows: int = field(init=False, default=0)
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
+    _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _since_tree_s: float = field(init=False, default=0.0)  # predicted seconds of the windows since the last tree probe
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
+    _defers: tuple = field(init=False, default=((), False))  # (key, defers_context's answer)
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
@@ -348,12 +370,16 @@ class AutoBudget:
         self._at_one += 1
         self._held_s += costs[best]
         probe = _argmax({d: v for d, v in rates.items() if d.size > 1})
-        if self._at_one < self._probe_interval or self.explore_share * self._held_s < regret(probe):
+        # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
+        # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
+        probe_regret = costs[probe] * self.cost.probe_factor - expected[probe] / rates[best]
+        if self._at_one < self._probe_interval or self.explore_share * self._held_s < probe_regret:
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
         self._at_one, self._held_s = 0, 0.0
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
+        self._probing = probe
         return probe
 
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
@@ -378,6 +404,22 @@ class AutoBudget:
         self._expected = (key, expected)
         return expected
 
+    def defers_context(self, n: int) -> bool:
+        """Whether requests joining a batch of n should leave their prompt out of the drafter (spec/step.py prefill:
+        only its last rows wait, pending, for the drafter's next draft): the drafter has been measured and, at its
+        curve over every request, AR is the best choice for n requests — so their prompt would likely be taken in for
+        nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
+        if not any(self.curve.trials):
+            return False
+        key = (n, self.curve.version)
+        if self._defers[0] != key:
+            g = self._global()
+            lifts = {size: self._lift(g, size) for size in self.trees}
+            rates = {d: self.expected_tokens(_lifted(g, lifts[d.size]) if d.tree else g, d.max_tau(self.block_size))
+                     / self.cost.cost(n, d) for d in self.drafts}
+            self._defers = (key, _argmax(rates).size == 1)
+        return self._defers[1]
+
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
                 chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
         """A window's steps of one request: τ per step; for a tree, also (K, τ) of its argmax chain per step (what a
@@ -400,6 +442,9 @@ class AutoBudget:
                 paired.chain.add(chain_k, chain_tau)
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
+        if self._probing == draft:
+            self.cost.observe_probe(n, draft, seconds_per_step)
+        self._probing = None
         self.cost.observe(n, draft, seconds_per_step)
 
     def forget(self, request_id: Hashable) -> None:

@@ -39,8 +39,9 @@ from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_e
                                   tree_candidates)
 
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
-DEFERRED_CONTEXT = 48  # context rows a slot may hold beyond a block: AR steps of a drafting engine (K = 1) append
-#                        their tap features there instead of running the drafter, which takes them all in later
+DEFERRED_CONTEXT = 112  # context rows a slot may hold beyond a block: AR steps of a drafting engine (K = 1) append
+#                         their tap features there instead of running the drafter, which takes them in when it next
+#                         drafts; a slot whose rows are full keeps the newest half (SpecStep.window)
 MIN_LENGTH_BUCKET = 64
 
 
@@ -130,6 +131,11 @@ class SpecStep:
         self.step_index = torch.zeros((), **long)
         self.context_counts = torch.zeros(n, **long)
         self.context_rows = self.block_size + DEFERRED_CONTEXT
+        self.context_kept = self.context_rows // 2  # rows a slot keeps when its pending rows are full
+        if drafter is not None and max_window > self.context_rows - self.context_kept:
+            raise ValueError(f"max_window {max_window} exceeds the {self.context_rows - self.context_kept} AR steps "
+                             "a slot's context rows have room for after keeping their newest half")
+        self.context_from = torch.zeros(n, **long)  # per slot: the first drafter cache position that is context
         self.context = (torch.zeros(n, self.context_rows, drafter.fc.in_features, dtype=target.lm_head.weight.dtype,
                                     device=dev) if drafter is not None else None)
         self.host_lengths = [0] * n  # target cache lengths as of the last host read: sizes attention without a sync
@@ -161,9 +167,11 @@ class SpecStep:
     # ---- prefill -----------------------------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def prefill(self, reqs: list[SlotRequest], spec: bool) -> tuple[list[int], list[bool]]:
+    def prefill(self, reqs: list[SlotRequest], spec: bool, defer_context: bool = False) -> tuple[list[int], list[bool]]:
         """The requests' token ids into their (fresh) slots; returns each one's first token and whether that token
-        finished it (a stop id, or a budget of one). With spec, the prompt's tap features go into the drafter cache."""
+        finished it (a stop id, or a budget of one). With spec, the prompt's tap features go into the drafter cache —
+        or, with defer_context (requests joining a batch that auto holds at AR), only the prompt's last context_kept
+        rows, pending: the drafter takes them in when it next drafts (if ever), and sees no context before them."""
         dev, m = self.device, len(reqs)
         slots = torch.tensor([r.slot for r in reqs], device=dev)
         self.temperature[slots] = torch.tensor([float(r.temperature) for r in reqs], device=dev)
@@ -196,14 +204,24 @@ class SpecStep:
         self.produced[slots] = produced
         self.out[slots, produced - 1] = token
         self.done[slots] = first.finished
-        if spec:
+        pending = [0] * m
+        if spec and defer_context:
+            pending = [min(n, self.context_kept) for n in lens]
+            for i, (r, n, keep) in enumerate(zip(reqs, lens, pending)):
+                self.context[r.slot, :keep] = features[i, n - keep: n].to(self.context.dtype)
+            keeps = torch.tensor(pending, device=dev)
+            self.drafter_cache.set_lengths(slots, lengths - keeps)
+            self.context_from[slots] = lengths - keeps
+            self.context_counts[slots] = keeps
+        elif spec:
             cache = self.drafter_cache
             cache.set_lengths(slots, zeros)
             self.drafter.ingest(features, lengths, cache, slots)
             cache.set_lengths(slots, lengths)
             self.context_counts[slots] = 0
-        for r, n in zip(reqs, lens):
-            self.host_lengths[r.slot], self.host_context[r.slot] = n, 0
+            self.context_from[slots] = 0
+        for r, n, rows in zip(reqs, lens, pending):
+            self.host_lengths[r.slot], self.host_context[r.slot] = n, rows
         host = torch.stack([token, first.finished.long()], 1).tolist()
         return [t for t, _ in host], [bool(d) for _, d in host]
 
@@ -236,6 +254,7 @@ class SpecStep:
                 if spec:
                     self.drafter_cache.lengths[p] = 0
                     self.context_counts[p] = 0
+                    self.context_from[p] = 0
             upto = length_bucket(upto, self.target_cache.capacity)
             key = (k, spec, tree, bucket, upto)
         else:
@@ -254,9 +273,12 @@ class SpecStep:
         self._context_width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
         if self.compiled:  # widths 0 and 1 would each trace a graph of their own (torch.compile specializes them)
             self._context_width = min(max(self._context_width, 2), self.context_rows)
-        # AR steps (K = 1) of a drafting engine defer the drafter while the context rows have room: the drafter then
-        # takes them all in at once, at the next drafting step (or when the rows are full), instead of one per step.
-        self._defer = spec and k == 1 and not tree and pending + steps <= self.context_rows
+        # AR steps (K = 1) of a drafting engine do not run the drafter: they append their context rows, which the
+        # drafter takes in at once when it next drafts; a slot without room for this window's rows keeps the newest
+        # half of them, and the drafter's context then starts there.
+        self._defer = spec and k == 1 and not tree
+        if self._defer:
+            self._drop_context([s for s in slots if self.host_context[s] + steps > self.context_rows])
         if key is not None:
             key = key + (self._context_width, self._defer)
         act = rows[:n]
@@ -291,6 +313,21 @@ class SpecStep:
                 chain = row[3 + steps: tokens_at]
                 result.chain_equivalent.append([(chain[2 * i], chain[2 * i + 1]) for i in range(steps) if row[3 + i] > 0])
         return result
+
+    def _drop_context(self, slots: list[int]) -> None:
+        """Keep the newest context_kept of these slots' pending context rows; the drafter's context starts at the
+        first kept one (an AR stretch longer than the rows: the drafter would otherwise have to run to take them in,
+        the cost a drafting engine's AR steps avoid; measured on the fixture pair, a drafter that sees only the last
+        64 positions accepts within 1 % of one that sees them all)."""
+        for s in slots:
+            pending = self.host_context[s]
+            keep = min(pending, self.context_kept)
+            drop = pending - keep
+            self.context[s, :keep] = self.context[s, drop:pending].clone()
+            self.drafter_cache.lengths[s] += drop
+            self.context_from[s] = self.drafter_cache.lengths[s]
+            self.context_counts[s] = keep
+            self.host_context[s] = keep
 
     def _run(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, key, tree: bool) -> None:
         if key is None:
@@ -334,7 +371,8 @@ class SpecStep:
         drafter = self.drafter
         block_ids, block_pos = self.ops.prepare_block(last, starts, drafter.mask_token_id, drafter.block_size)
         hidden = drafter(self.target.embed(block_ids), block_pos, self.context[rows, : self._context_width], counts,
-                         self.drafter_cache, rows, upto, host_slots=self._host_slots(rows))
+                         self.drafter_cache, rows, upto, host_slots=self._host_slots(rows),
+                         context_from=self.context_from[rows])
         return hidden[:, 1:k]
 
     def draft(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, k: int,
@@ -383,9 +421,7 @@ class SpecStep:
                 verify_ids, drafts = nodes.tokens, torch.full((n, k - 1), -1, dtype=torch.long, device=dev)
             elif k > 1:
                 verify_ids, drafts = self.draft(rows, last, starts, counts, k, upto)
-            else:  # K = 1: an AR step; the drafter takes in the pending context (now, or later: deferred)
-                if not self._defer:
-                    self.drafter.ingest(self.context[rows, : self._context_width], counts, dc, rows)
+            else:  # K = 1: an AR step; its context row joins the pending ones (self._defer)
                 verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
         else:
             verify_ids, drafts = last[:, None], torch.empty(n, 0, dtype=torch.long, device=dev)
@@ -465,11 +501,12 @@ class SpecStep:
         if spec:
             self.drafter_cache.lengths[rows] = length - pending
             self.context_counts[rows] = pending
+            self.context_from[rows] = 0
         self._host_rows, self._row_start, self._modes = list(range(n)), 0, GREEDY
         if tree and spec:
             self._tree_candidates(k)
         self._context_width = pending
-        self._defer = spec and k == 1 and not tree  # what auto's AR windows cost while the context rows have room
+        self._defer = spec and k == 1 and not tree  # what auto's AR windows cost
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
@@ -487,16 +524,21 @@ class SpecStep:
             self.context_counts[rows] = 0
         return seconds
 
-    def measure_costs(self, drafts: list[Draft], length: int = 256, repeats: int = 5) -> dict[tuple[int, Draft], float]:
+    def measure_costs(self, drafts: list[Draft], length: int = 256, repeats: int = 3,
+                      warm: int = 3) -> dict[tuple[int, Draft], float]:
         """(n, draft) -> median seconds per step for n in the batch buckets and every draft (chain:1: an AR step of
-        the drafting engine, the drafter deferred). Round robin: every round times each (n, draft) once, after a
-        warm-up round, so a machine whose speed drifts (a shared VM, clocks) shifts every entry alike instead of the
-        ones timed last — the choice depends only on their ratios. All slots must be free."""
+        the drafting engine, the drafter deferred). Round robin: every round times each (n, draft) once, so a machine
+        whose speed drifts (a shared VM, clocks) shifts every entry alike instead of the ones timed last — the choice
+        depends only on their ratios. Each timed step follows `warm` untimed ones of the same shape, as in a run, where
+        windows of one shape follow each other: after a big step (a tree at batch 16), an AR step at batch 8 took
+        4.8 / 4.6 / 3.9 / 3.1 / 3.0 ms with 0 / 1 / 2 / 4 / 8 steps of its own before it (CPU, fixture pair), while the
+        drafting steps, more work each, hardly change — timed cold, AR came out 30-40 % dearer against them than in a
+        run, and auto took probes for cheaper than they were. All slots must be free."""
         shapes = [(n, d) for n in bucket_sizes(self.max_batch_size) for d in drafts]
         times: dict[tuple[int, Draft], list[float]] = {s: [] for s in shapes}
-        for r in range(repeats + 1):
+        for _ in range(repeats):
             for n, d in shapes:
-                seconds = self._timed_step(n, d.size, True, length, d.tree)
-                if r:
-                    times[(n, d)].append(seconds)
+                for _ in range(warm):
+                    self._timed_step(n, d.size, True, length, d.tree)
+                times[(n, d)].append(self._timed_step(n, d.size, True, length, d.tree))
         return {s: sorted(t)[len(t) // 2] for s, t in times.items()}
