@@ -4,12 +4,14 @@ window of N steps with one host read at its end (N = 1: the host-synchronised lo
 `SpecStep` owns the target's and the drafter's KV caches and every per-slot input and output of a step, in buffers
 allocated once for `max_batch_size` slots:
 
-    per slot   last verified token, drafter context (K rows of the target's tap features) + count, sampling state
+    per slot   last verified token, drafter context (B + DEFERRED_CONTEXT rows of the target's tap features) + count +
+               the first drafter cache position that is context, sampling state
                (temperature, top_k, top_p, key), stop ids (MAX_STOP_IDS wide, -1 padded), token budget, tokens
                produced, done flag, output tokens [max_seq_len (+ a dump area)], the window's τ log
     prefill    the prompt (or prompt + tokens already emitted) into the target cache, the first token sampled, and the
                prompt's tap features taken straight into the drafter cache (`DFlashDrafter.ingest`), so a decode step
-               never carries more than K context rows
+               carries no more than the last step's τ context rows — or, for requests joining a batch auto holds at
+               AR (defer_context), only the prompt's last rows, pending, as AR steps leave theirs (see window)
     one step   prepare_block -> drafter -> drafts_to_verify -> target verify -> sample_accept -> append the emitted
                tokens to the slot's output row -> commit_step (crop both caches, next context, bonus token)
 
