@@ -106,6 +106,37 @@ def test_the_step_compiles_whole():
     assert not counters["graph_break"], dict(counters["graph_break"])
 
 
+def test_windows_that_compile_are_not_taken_for_costs(eager):
+    """A window that compiled a graph took seconds that say nothing of what its steps cost: the scheduler does not
+    give its time to the draft budget (auto, trusting it, once priced its probes 8x and held a compiled engine at AR
+    for a whole benchmark). Every other window's time is given, once."""
+    def run(engine):
+        step, flags, observed = engine.step_runner, [], []
+        window = step.window
+
+        def recording(*args, **kwargs):
+            out = window(*args, **kwargs)
+            flags.append(out.warmup)
+            return out
+
+        step.window = recording
+        try:
+            scheduler = engine.new_scheduler(draft="chain:5")  # a K no test above compiled
+            scheduler.budget.observe_time = lambda n, draft, seconds: observed.append(seconds)
+            scheduler.add(0, PROMPTS[0], SamplingParams(max_new_tokens=40, ignore_eos=True))
+            while scheduler.has_work:
+                scheduler.step()
+        finally:
+            del step.window
+        return flags, observed
+
+    flags, observed = run(_compiled(1))
+    assert flags[0] and not all(flags)  # the first chain:5 window compiled; later ones ran the graph
+    assert len(observed) == flags.count(False)
+    flags, observed = run(eager)
+    assert not any(flags) and len(observed) == len(flags)
+
+
 def test_compile_is_refused_where_it_cannot_run(tmp_path):
     from dflash_trt import tiny
 

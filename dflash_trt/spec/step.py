@@ -94,6 +94,8 @@ class WindowResult:
     # tree windows: per step, (K, τ) of the tree's argmax chain — the chain a chain draft would have verified (its
     # depth in the tree + 1) and what it would have accepted + 1 (spec/tree.chain_equivalent); empty for chains
     chain_equivalent: list[list[tuple[int, int]]] = field(default_factory=list)
+    # the window compiled a graph (torch.compile) or captured one (CUDA graphs): its time is not what its steps cost
+    warmup: bool = False
 
 
 class SpecStep:
@@ -147,6 +149,7 @@ class SpecStep:
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (K, spec, frozen, bucket, length) -> captured step
         self._pool = None
         self.graph_replays = 0  # steps run by replaying a captured graph
+        self._captured = False  # the current window captured a CUDA graph
         self._host_rows: list[int] | None = None  # the window's slots on the host (eager steps only)
         self._context_width = self.block_size
         self._defer = False  # the window's K = 1 steps append their context instead of running the drafter
@@ -287,6 +290,7 @@ class SpecStep:
         start_produced = self.produced[act]
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
         self.step_index.zero_()
+        graphs, self._captured = self._graphs_compiled(), False
         for _ in range(steps):
             self._run(rows, k, spec, upto, frozen, key, tree)
         # The one host read: per slot produced, done, cache length, τ of each step (tree: and its chain equivalent),
@@ -298,7 +302,7 @@ class SpecStep:
         if tree:
             parts.append(self.chain_log[:steps, act].transpose(0, 1).reshape(n, 2 * steps))
         packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1).tolist()
-        result = WindowResult([], [], [])
+        result = WindowResult([], [], [], warmup=self._captured or self._graphs_compiled() != graphs)
         tokens_at = 3 + steps * (3 if tree else 1)
         for s, row in zip(slots, packed):
             count, done, length = row[0], bool(row[1]), row[2]
@@ -344,9 +348,19 @@ class SpecStep:
                 self._step_fn(rows, k, spec, upto, frozen, tree)
             self._pool = graph.pool()
             self.graphs[key] = graph
+            self._captured = True
             return  # capture recorded the step without running it; the eager run above was this step
         graph.replay()
         self.graph_replays += 1
+
+    def _graphs_compiled(self) -> int:
+        """Graphs torch.compile has made in this process so far (0 without compile): a window that made one spent
+        its time compiling."""
+        if not self.compiled:
+            return 0
+        from torch._dynamo.utils import counters
+
+        return counters["stats"]["unique_graphs"]
 
     def sampling_modes(self, slots: list[int]) -> SamplingModes:
         """What the host knows of these slots' sampling parameters (set at prefill)."""
