@@ -99,6 +99,9 @@ def test_device_loop_config_errors(engines):
         engines("device", 0)
     with pytest.raises(ConfigError, match=r"steps_per_sync must be an integer in 1\.\.3"):
         engines("device", 3).new_scheduler(steps_per_sync=4)  # windows longer than the step's buffers
+    with pytest.raises(ConfigError, match=r"room for 64 AR steps\): use --steps-per-sync 64 or less"):
+        TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", decode_loop="device",
+                                    steps_per_sync=65)  # an AR window's context rows would not fit
 
 
 def test_one_step_object_and_fixed_stop_buffer(engines):

@@ -40,10 +40,11 @@ TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. E
 a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last one) times
 `explore_share` covers its regret — what the window is expected to lose against the best choice: its cost minus the
 time the best choice takes for the tokens it is expected to emit (a probe's cost: its table entry times what probes
-have cost against their entries so far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the
-context rows the stretch left pending, and runs a cold drafter). Where drafting is cheap a probe costs little and
-comes at the backoff's pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU
-(fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. 
+have cost against their entries so far, CostTable.probe_factor, one per engine: the first drafting window after an
+AR stretch takes in the context rows the stretch left pending, and runs a cold drafter). Where drafting is cheap a
+probe costs little and comes at the backoff's pace; in a big batch on a slow verify it waits: measured in-process at
+batch 16 on this CPU (fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost
+against AR.
 
 What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
 the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
@@ -355,8 +356,9 @@ class AutoBudget:
         costs = {d: self.cost.cost(n, d) for d in self.drafts}
         rates = {d: expected[d] / costs[d] for d in self.drafts}
         best = _argmax(rates)
-        # what a window of d loses against the best choice: its time beyond what the best takes for the same tokens
-        regret = lambda d: costs[d] - expected[d] / rates[best]  # noqa: E731
+        # what a window of d loses against the best choice: its time (its entry times `factor`) beyond what the best
+        # takes for the tokens d is expected to emit
+        regret = lambda d, factor=1.0: costs[d] * factor - expected[d] / rates[best]  # noqa: E731
         self._since_tree_s += costs[best]
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             tree = Draft("tree", size)
@@ -372,8 +374,7 @@ class AutoBudget:
         probe = _argmax({d: v for d, v in rates.items() if d.size > 1})
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
-        probe_regret = costs[probe] * self.cost.probe_factor - expected[probe] / rates[best]
-        if self._at_one < self._probe_interval or self.explore_share * self._held_s < probe_regret:
+        if self._at_one < self._probe_interval or self.explore_share * self._held_s < regret(probe, self.cost.probe_factor):
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
@@ -394,14 +395,18 @@ class AutoBudget:
         if self._expected[0] == key:
             return self._expected[1]
         g = self._global()  # once per computation: the global curve, each tree size's lift, each request's chain curve
+        expected = self._summed(g, [self._chain_curve(r, g) for r in requests], caps)
+        self._expected = (key, expected)
+        return expected
+
+    def _summed(self, g: list[float], chains: list[list[float]], caps: Sequence[int]) -> dict[Draft, float]:
+        """Per draft, sum over requests (their chain curves, their caps) of E_r(draft); g: the global curve."""
         lifts = {size: self._lift(g, size) for size in self.trees}
-        chains = [self._chain_curve(r, g) for r in requests]
         expected = {}
         for d in self.drafts:
             tau = d.max_tau(self.block_size)
             curves = [_lifted(p, lifts[d.size]) for p in chains] if d.tree else chains
             expected[d] = sum(self.expected_tokens(p, min(tau, cap)) for p, cap in zip(curves, caps))
-        self._expected = (key, expected)
         return expected
 
     def defers_context(self, n: int) -> bool:
@@ -412,12 +417,10 @@ class AutoBudget:
         if not any(self.curve.trials):
             return False
         key = (n, self.curve.version)
-        if self._defers[0] != key:
+        if self._defers[0] != key:  # n requests at the global curve: the batch's rates are n times one request's
             g = self._global()
-            lifts = {size: self._lift(g, size) for size in self.trees}
-            rates = {d: self.expected_tokens(_lifted(g, lifts[d.size]) if d.tree else g, d.max_tau(self.block_size))
-                     / self.cost.cost(n, d) for d in self.drafts}
-            self._defers = (key, _argmax(rates).size == 1)
+            expected = self._summed(g, [g], [self.block_size])
+            self._defers = (key, _argmax({d: expected[d] / self.cost.cost(n, d) for d in self.drafts}).size == 1)
         return self._defers[1]
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from dflash_trt.errors import ConfigError
 from dflash_trt.kernels.ops import StepOps, ops_for, traceable
 from dflash_trt.models.kv_cache import slot_view
 from dflash_trt.spec.budget import Draft, powers_of_two_to
@@ -136,9 +137,10 @@ class SpecStep:
         self.context_counts = torch.zeros(n, **long)
         self.context_rows = self.block_size + DEFERRED_CONTEXT
         self.context_kept = self.context_rows // 2  # rows a slot keeps when its pending rows are full
-        if drafter is not None and max_window > self.context_rows - self.context_kept:
-            raise ValueError(f"max_window {max_window} exceeds the {self.context_rows - self.context_kept} AR steps "
-                             "a slot's context rows have room for after keeping their newest half")
+        room = self.context_rows - self.context_kept
+        if drafter is not None and max_window > room:  # an AR window's rows must fit after keeping the newest half
+            raise ConfigError(f"steps_per_sync {max_window} is more steps than a window may take with this drafter "
+                              f"(its context rows have room for {room} AR steps): use --steps-per-sync {room} or less")
         self.context_from = torch.zeros(n, **long)  # per slot: the first drafter cache position that is context
         self.context = (torch.zeros(n, self.context_rows, drafter.fc.in_features, dtype=target.lm_head.weight.dtype,
                                     device=dev) if drafter is not None else None)
