@@ -149,7 +149,7 @@ class DFlashDrafter(nn.Module):
 
     def forward(self, block_embeds: torch.Tensor, block_positions: torch.Tensor, context: torch.Tensor,
                 context_counts: torch.Tensor, cache: KVCache, slots: torch.Tensor, max_length: int | None = None,
-                host_slots: list[int] | slice | None = None, context_from: torch.Tensor | None = None) -> torch.Tensor:
+                host_slots: list[int] | slice | tuple | None = None, context_from: torch.Tensor | None = None) -> torch.Tensor:
         """One draft for N sequences.
 
         block_embeds [N, B, H]: target embeddings of the block tokens; block_positions [N, B]: their absolute positions.

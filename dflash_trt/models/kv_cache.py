@@ -71,13 +71,17 @@ SPAN_ROWS_PER_SLOT = 1.5  # slot_span reads the span between non-consecutive slo
 #                           per slot (CPU, fixture pair, 15 of 16 slots: an AR step 7.9 ms gathered, 4.1 ms over the span)
 
 
-def slot_span(slots: torch.Tensor, host_slots: list[int] | slice | None) -> tuple[torch.Tensor | slice, torch.Tensor | None]:
+def slot_span(slots: torch.Tensor, host_slots: list[int] | slice | tuple | None
+              ) -> tuple[torch.Tensor | slice, torch.Tensor | None]:
     """Like slot_view, but non-consecutive slots known on the host whose span lo..hi has at most SPAN_ROWS_PER_SLOT
     rows per slot are read as that span (a view: nothing copied) instead of gathered (a copy of every row read, each
     layer, each step: the slow part of a step after requests left holes in the batch). Returns (what `read` takes,
     `within`: the slots' rows in what it returns, or None when those are the slots' rows in order). The rows between
     them belong to other slots (free, or not in this forward): a forward computes nothing it keeps for them
-    (layers.attention(within=...))."""
+    (layers.attention(within=...)). host_slots may also be this function's answer, made before (a compiled step takes
+    it built from ints, not from a host list)."""
+    if isinstance(host_slots, tuple):
+        return host_slots
     rows = slot_view(slots, host_slots)
     if isinstance(rows, slice) or not host_slots:
         return rows, None

@@ -35,7 +35,7 @@ import torch
 
 from dflash_trt.errors import ConfigError
 from dflash_trt.kernels.ops import StepOps, ops_for, traceable
-from dflash_trt.models.kv_cache import slot_view
+from dflash_trt.models.kv_cache import slot_span
 from dflash_trt.spec.budget import Draft, powers_of_two_to
 from dflash_trt.spec.sampling import GREEDY, SamplingModes, seed_keys
 from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_equivalent, max_depth,
@@ -157,7 +157,8 @@ class SpecStep:
         self._defer = False  # the window's K = 1 steps append their context instead of running the drafter
         self.host_sampling = [(0.0, 0, 1.0)] * n  # per slot (temperature, top_k, top_p), as the host set them
         self._modes = GREEDY  # the window's SamplingModes: the step reads no sampling flag off the device
-        self._row_start = -1  # compiled steps: the window's first slot when its slots are consecutive, else -1
+        self._row_start = -1  # compiled steps: the first row the window's slots are read from (-1: gathered)
+        self._span: tuple[int, torch.Tensor] | None = None  # ... and, slots with holes: (span width, their rows in it)
         self._tree_cands: tuple | None = None  # (N, build_tree's candidates for N nodes): see _tree_candidates
         # torch.compile'd step (optional): traced per (K, chain or tree, frozen, deferred, sampling modes) on first use,
         # lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run compiles
@@ -268,8 +269,9 @@ class SpecStep:
             rows = torch.tensor(slots, device=dev)
             key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
-        view = slot_view(rows, self._host_rows)  # a slice when the slots are consecutive
+        view, within = slot_span(rows, self._host_rows)  # a slice when the slots are consecutive, or their span
         self._row_start = view.start if isinstance(view, slice) else -1
+        self._span = (view.stop - view.start, within) if within is not None else None
         self._modes = self.sampling_modes(list(slots) + (pad if self.cuda_graphs else []))
         if tree:
             self._tree_candidates(k)
@@ -368,14 +370,20 @@ class SpecStep:
         """What the host knows of these slots' sampling parameters (set at prefill)."""
         return SamplingModes.of([self.host_sampling[s] for s in slots], self.target.lm_head.weight.shape[0])
 
-    def _host_slots(self, rows: torch.Tensor) -> list[int] | slice | None:
+    def _host_slots(self, rows: torch.Tensor) -> list[int] | slice | tuple | None:
         """The step's slots as the forwards take them on the host (`host_slots`): the window's list, eagerly. A
-        compiled step gets slice(start, start + n) built from an int, which torch.compile treats as dynamic once it
-        changes (a list would be guarded element by element: a recompile for every new set of slots), or None (an
-        index gather) when the slots are not consecutive."""
+        compiled step gets slice(start, start + n) built from ints, which torch.compile treats as dynamic once they
+        change (a list would be guarded element by element: a recompile for every new set of slots): the slots' own
+        rows when consecutive, else the span between them with their rows in it (kv_cache.slot_span), or None (an
+        index gather) when the span is too wide."""
         if not self.compiled:
             return self._host_rows
-        return slice(self._row_start, self._row_start + rows.shape[0]) if self._row_start >= 0 else None
+        if self._row_start < 0:
+            return None
+        if self._span is None:
+            return slice(self._row_start, self._row_start + rows.shape[0])
+        width, within = self._span
+        return slice(self._row_start, self._row_start + width), within
 
     def draft_logits(self, rows: torch.Tensor, last: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor,
                      k: int, upto: int) -> torch.Tensor:
@@ -520,7 +528,7 @@ class SpecStep:
             self.drafter_cache.lengths[rows] = length - pending
             self.context_counts[rows] = pending
             self.context_from[rows] = 0
-        self._host_rows, self._row_start, self._modes = list(range(n)), 0, GREEDY
+        self._host_rows, self._row_start, self._span, self._modes = list(range(n)), 0, None, GREEDY
         if tree and spec:
             self._tree_candidates(k)
         self._context_width = pending
