@@ -179,12 +179,14 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
 
 
 def test_auto_defers_the_prompts_context_only_where_it_would_hold_the_batch_at_ar():
-    """defers_context(n): not before the drafter is measured (the first window drafts); then exactly where AR is the
-    best choice for n requests at the drafter's curve."""
+    """defers_context(n): exactly where AR is the best choice for n requests at the drafter's curve (the prior before
+    it is measured); and before it is measured, a batch that would draft runs the largest chain (every position is
+    measured), one that AR suits does not."""
     costs = {(1, d): (1.0 if d == chain(1) else 1.2) for d in auto_drafts(16, ())}  # batch 1: drafting is cheap
     costs.update({(16, d): 2.0 * (1 if d == chain(1) else 1 + d.size) for d in auto_drafts(16, ())})  # 16: it is not
     budget = AutoBudget(16, CostTable(costs, refine=False))
-    assert not budget.defers_context(16)  # nothing measured yet
+    assert budget.defers_context(16) and not budget.defers_context(1)  # at the prior
+    assert budget.choose([str(i) for i in range(16)]) == chain(1) and budget.choose(["a"]) == chain(16)
     budget.observe("a", chain(16), [4] * 10)
     assert not budget.defers_context(1) and budget.choose(["a"]).size > 1
     assert budget.defers_context(16) and budget.choose([str(i) for i in range(16)]).size == 1

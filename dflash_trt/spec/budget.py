@@ -30,8 +30,8 @@ engine, so each run starts from what the runs before it measured. Given the same
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync.
 
-Exploration: while the drafter's curve has no observations the window runs the largest chain (it measures every
-position); a batch whose estimates keep K at 1 is probed with one window of the best drafting choice after
+Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest
+chain (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose estimates keep K at 1 is probed with one window of the best drafting choice after
 `probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times, so a
 drafter that becomes useful again is noticed. The backoff belongs to the batch, not to its requests: with per-request
 backoffs every new arrival (interval 4 again) made the whole batch probe, and a server at concurrency 16 where AR is
@@ -349,13 +349,12 @@ class AutoBudget:
         limit)."""
         n = len(requests)
         self._windows += 1
-        largest = Draft("chain", self.block_size)
-        if not any(self.curve.trials):  # nothing measured yet: the largest chain measures every position
-            return largest
         expected = self._expected_tokens(requests, left)
         costs = {d: self.cost.cost(n, d) for d in self.drafts}
         rates = {d: expected[d] / costs[d] for d in self.drafts}
         best = _argmax(rates)
+        if best.size > 1 and not any(self.curve.trials):  # drafting pays at the prior, nothing measured yet: the
+            return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         # what a window of d loses against the best choice: its time (its entry times `factor`) beyond what the best
         # takes for the tokens d is expected to emit
         regret = lambda d, factor=1.0: costs[d] * factor - expected[d] / rates[best]  # noqa: E731
@@ -411,11 +410,9 @@ class AutoBudget:
 
     def defers_context(self, n: int) -> bool:
         """Whether requests joining a batch of n should leave their prompt out of the drafter (spec/step.py prefill:
-        only its last rows wait, pending, for the drafter's next draft): the drafter has been measured and, at its
-        curve over every request, AR is the best choice for n requests — so their prompt would likely be taken in for
+        only its last rows wait, pending, for the drafter's next draft): at the drafter's curve over every request (the
+        prior until measured), AR is the best choice for n requests — so their prompt would likely be taken in for
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
-        if not any(self.curve.trials):
-            return False
         key = (n, self.curve.version)
         if self._defers[0] != key:  # n requests at the global curve: the batch's rates are n times one request's
             g = self._global()
