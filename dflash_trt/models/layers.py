@@ -175,9 +175,9 @@ def forward_positions(start: torch.Tensor, t: int, upto: int,
                      torch.where(in_tree, start[:, None] + depth.gather(1, at), keys[None, :]))
 
 
-def spread(x: torch.Tensor, within: torch.Tensor, rows: int, fill: bool | float = 0) -> torch.Tensor:
-    """x [N, ...] placed at rows `within` of a [rows, ...] tensor filled with `fill` (kv_cache.slot_span)."""
-    out = x.new_full((rows,) + tuple(x.shape[1:]), fill)
+def spread(x: torch.Tensor, within: torch.Tensor, rows: int) -> torch.Tensor:
+    """x [N, ...] placed at rows `within` of a [rows, ...] tensor of zeros (kv_cache.slot_span)."""
+    out = x.new_zeros((rows,) + tuple(x.shape[1:]))
     out[within] = x
     return out
 
@@ -185,7 +185,7 @@ def spread(x: torch.Tensor, within: torch.Tensor, rows: int, fill: bool | float 
 def span_visible(visible: torch.Tensor, within: torch.Tensor, rows: int) -> torch.Tensor:
     """A forward's attention mask [N, T, S] spread over the span its K/V rows are read from (kv_cache.slot_span): the
     rows of other slots see their first key only (something to attend to: a row that sees nothing gives NaN)."""
-    out = spread(visible, within, rows, False)
+    out = visible.new_zeros((rows,) + tuple(visible.shape[1:]))
     out[..., 0] = True
     out[within] = visible
     return out

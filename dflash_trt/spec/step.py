@@ -269,9 +269,10 @@ class SpecStep:
             rows = torch.tensor(slots, device=dev)
             key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
-        view, within = slot_span(rows, self._host_rows)  # a slice when the slots are consecutive, or their span
-        self._row_start = view.start if isinstance(view, slice) else -1
-        self._span = (view.stop - view.start, within) if within is not None else None
+        if self.compiled:  # a slice when the slots are consecutive, or their span (eager forwards take the list)
+            view, within = slot_span(rows, self._host_rows)
+            self._row_start = view.start if isinstance(view, slice) else -1
+            self._span = (view.stop - view.start, within) if within is not None else None
         self._modes = self.sampling_modes(list(slots) + (pad if self.cuda_graphs else []))
         if tree:
             self._tree_candidates(k)
