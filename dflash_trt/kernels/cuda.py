@@ -475,6 +475,13 @@ def _(accepted, slots, starts, target_lengths, features=None, context=None, cont
 def commit_step(accepted, slots, starts, target_lengths, features=None, context=None, context_counts=None,
                 drafter_lengths=None, target_tokens=None, last_tokens=None) -> None:
     """= dflash_trt.kernels.bookkeeping.commit_step (in place)."""
+    if last_tokens is None:
+        # torch < 2.12 drops trailing None arguments before a custom op's version-counter bump, which then indexes
+        # the dropped mutated ones (IndexError): skip that bump, as autograd-free callers (the step) may.
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            torch.ops.dflash.commit_step(accepted, slots, starts, target_lengths, features, context, context_counts,
+                                         drafter_lengths, target_tokens, last_tokens)
+        return
     torch.ops.dflash.commit_step(accepted, slots, starts, target_lengths, features, context, context_counts,
                                  drafter_lengths, target_tokens, last_tokens)
 

@@ -170,7 +170,11 @@ class SpecStep:
             self.ops = traceable(self.ops)
             # every (K, frozen, deferred, sampling modes, ...) variant is a recompile of the one step function; this
             # engine's graphs are its own (isolate_recompiles: another engine's are not among the guards checked)
-            self._step_fn = torch.compile(self._step, recompile_limit=64, isolate_recompiles=True)
+            try:
+                self._step_fn = torch.compile(self._step, recompile_limit=64, isolate_recompiles=True)
+            except TypeError:  # torch < 2.12 takes neither per function: raise the process-wide limit instead
+                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+                self._step_fn = torch.compile(self._step)
 
     # ---- prefill -----------------------------------------------------------------------------------------------------
 
