@@ -31,8 +31,9 @@ def _add_generate(sub):
                    help="prompt + new tokens per request (default 2048, or the target's max_position_embeddings if smaller)")
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--no-draft", action="store_true", help="plain autoregressive decoding with the same engine")
-    p.add_argument("--decode-loop", choices=["host", "device"], default="host",
-                   help="host: one host read per step; device: --steps-per-sync steps on the device per host read "
+    p.add_argument("--decode-loop", choices=["auto", "host", "device"], default="auto",
+                   help="auto (default): device where CUDA graphs run (a GPU with the plugin kernels), else host; "
+                        "host: one host read per step; device: --steps-per-sync steps on the device per host read "
                         "(CUDA graphs + plugin kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=4, help="steps per host read with --decode-loop device")
     p.add_argument("--compile", action="store_true",

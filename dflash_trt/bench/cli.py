@@ -49,9 +49,10 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-hf-baseline", dest="hf_baseline", action="store_false",
                    help="skip the transformers generate() baseline (it runs by default for --temperature 0 on the torch "
                         "engine: same prompts, greedy, batch 1)")
-    p.add_argument("--decode-loop", choices=["host", "device"], default="host",
-                   help="torch engine decode loop: host (a host read per step) or device (--steps-per-sync steps per "
-                        "host read; CUDA graphs + plugin kernels on a GPU)")
+    p.add_argument("--decode-loop", choices=["auto", "host", "device"], default="auto",
+                   help="torch engine decode loop: auto (default: device where CUDA graphs run, else host), host (a "
+                        "host read per step) or device (--steps-per-sync steps per host read; CUDA graphs + plugin "
+                        "kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=4)
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the torch engine's decode step (see `dflash-trt generate --help`); the report "
@@ -130,10 +131,12 @@ def run_bench_command(args) -> int:
                                              max_batch_size=config.batch_size, max_seq_len=config.max_seq_len,
                                              decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync,
                                              compile=args.compile)
-    config.extra["decode_loop"] = args.decode_loop
+    loop = getattr(engine, "decode_loop", None)  # as the torch engine resolved "auto"
+    if loop is not None:
+        config.extra["decode_loop"] = loop
     if args.compile:
         config.extra["compile"] = True
-    if args.decode_loop == "device":
+    if loop == "device":
         config.extra["steps_per_sync"] = args.steps_per_sync
     try:
         report = run_bench(config, engine=engine, progress=not getattr(args, "no_progress", False))

@@ -99,7 +99,7 @@ def make_manifest(plan, engine_dir: Path, *, acceptance: dict | None, quantizati
 
 
 def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dtype: str | None = None,
-                max_batch_size: int | None = None, use_drafter: bool = True, decode_loop: str = "host",
+                max_batch_size: int | None = None, use_drafter: bool = True, decode_loop: str = "auto",
                 steps_per_sync: int = 4, compile: bool = False):
     """(engine, manifest) for an engine directory: a TorchEngine (backend torch) or a TrtllmEngine (backend trtllm),
     with the runtime settings the build recorded unless overridden here."""

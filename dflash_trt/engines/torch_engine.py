@@ -12,7 +12,8 @@ the ops table and the CUDA-graph cache, made once). `generate` / `stream` run ev
   5. book    target cache length = start + a + 1; the a + 1 verified tokens' features become the next context;
              the bonus token is the next step's last token
 AR is the same step with K = 1 and no drafter. decode_loop "host" runs windows of one step (one host read per step);
-"device" runs windows of steps_per_sync steps (CUDA graphs on a GPU with the plugin library).
+"device" runs windows of steps_per_sync steps (CUDA graphs on a GPU with the plugin library); "auto" (the default) is
+"device" where those graphs run (a CUDA device, the plugin kernels loaded, a capturable target), else "host".
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Hashable, Iterator, Sequence
 import torch
 
 from dflash_trt import checkpoint as ckpt
+from dflash_trt.capabilities import DECODE_LOOPS
 from dflash_trt.engines.requests import (Request, Result, StepEvent, per_prompt_params, prepare_request,
                                          verify_len_from)
 from dflash_trt.engines.scheduler import BatchScheduler
@@ -84,7 +86,7 @@ class TorchEngine:
     """Owns the target, the optional drafter, the tokenizer and the step (caches, per-slot buffers, graphs)."""
 
     def __init__(self, target: TargetModel, drafter: DFlashDrafter | None = None, tokenizer=None, *,
-                 max_batch_size: int = 8, max_seq_len: int | None = None, decode_loop: str = "host",
+                 max_batch_size: int = 8, max_seq_len: int | None = None, decode_loop: str = "auto",
                  steps_per_sync: int = 4, ops: StepOps | None = None, compile: bool = False):
         limit = target.cfg.max_position_embeddings
         if max_seq_len is None:  # 2048, or less for a target made for shorter sequences
@@ -93,9 +95,10 @@ class TorchEngine:
                                  ("steps_per_sync", steps_per_sync, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
-        if decode_loop not in ("host", "device"):
-            raise ConfigError(f"decode_loop must be 'host' (one host read per step) or 'device' (steps_per_sync steps "
-                              f"on the device per host read, CUDA graphs on GPU), got {decode_loop!r}")
+        if decode_loop not in DECODE_LOOPS:
+            raise ConfigError(f"decode_loop must be 'host' (one host read per step), 'device' (steps_per_sync steps "
+                              f"on the device per host read, CUDA graphs on GPU) or 'auto' (device where CUDA graphs "
+                              f"run, else host), got {decode_loop!r}")
         if not isinstance(compile, bool):
             raise ConfigError(f"compile must be true or false, got {compile!r}")
         if compile and not getattr(target, "graph_capturable", True):
@@ -107,22 +110,24 @@ class TorchEngine:
                               f"(config.json): use --max-seq-len {limit} or less")
         self.target, self.drafter, self.tokenizer = target.fuse(), drafter.fuse() if drafter is not None else None, tokenizer
         self.max_batch_size, self.max_seq_len = max_batch_size, max_seq_len
+        self.device = target.lm_head.weight.device
+        ops = ops or ops_for(self.device)
+        # CUDA graphs need the kernels (the references read sampling flags on the host) and a capturable target
+        # (a transformers-backed one is not: its MoE routing reads expert counts on the host).
+        graphs = ops.name == "cuda" and getattr(target, "graph_capturable", True)
+        if decode_loop == "auto":
+            decode_loop = "device" if graphs else "host"
         self.decode_loop = decode_loop
         self.steps_per_sync = steps_per_sync if decode_loop == "device" else 1
-        self.device = target.lm_head.weight.device
         margin = cache_headroom(target, drafter)
         shapes = list(target.cache_shapes())
         if drafter is not None:
             shapes.append((drafter.cfg.num_hidden_layers, drafter.cfg.num_key_value_heads, drafter.cfg.head_dim))
         check_cache_fits(shapes, max_batch_size, max_seq_len + margin, target.lm_head.weight.dtype, self.device,
                          target.state_bytes_per_slot())
-        ops = ops or ops_for(self.device)
-        # CUDA graphs need the kernels (the references read sampling flags on the host) and a capturable target
-        # (a transformers-backed one is not: its MoE routing reads expert counts on the host).
         self.step_runner = SpecStep(target, drafter, max_batch_size=max_batch_size, max_seq_len=max_seq_len,
                                     max_window=self.steps_per_sync, ops=ops,
-                                    cuda_graphs=decode_loop == "device" and ops.name == "cuda"
-                                    and getattr(target, "graph_capturable", True), compile=compile)
+                                    cuda_graphs=decode_loop == "device" and graphs, compile=compile)
         # One user of the caches at a time: generate/stream calls from several threads run one after the other;
         # the scheduler that owns the caches is the latest one made (an older one refuses to step).
         # The "auto" draft budget's inputs: seconds per step by (batch size, Draft), measured at the first auto
@@ -145,7 +150,7 @@ class TorchEngine:
     def from_pretrained(cls, target_dir: str | os.PathLike, drafter_dir: str | os.PathLike | None = None, *,
                         device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                         max_batch_size: int = 8, max_seq_len: int | None = None, tokenizer: bool = True,
-                        decode_loop: str = "host", steps_per_sync: int = 4, ops: StepOps | None = None,
+                        decode_loop: str = "auto", steps_per_sync: int = 4, ops: StepOps | None = None,
                         compile: bool = False) -> "TorchEngine":
         device = resolve_device(device)
         target_cfg = ckpt.load_target_config(target_dir)

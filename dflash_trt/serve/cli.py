@@ -46,9 +46,10 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto, or the manifest's)")
     p.add_argument("--dtype", default=None, help="auto, float32, bfloat16 or float16 (default auto, or the manifest's)")
     p.add_argument("--no-draft", action="store_true", help="serve plain autoregressive decoding (same engine)")
-    p.add_argument("--decode-loop", choices=["host", "device"], default=None,
-                   help="host: one host read per step (default); device: --steps-per-sync steps per host read (CUDA "
-                        "graphs + plugin kernels on a GPU)")
+    p.add_argument("--decode-loop", choices=["auto", "host", "device"], default=None,
+                   help="auto (default): device where CUDA graphs run (a GPU with the plugin kernels), else host; "
+                        "host: one host read per step; device: --steps-per-sync steps per host read (CUDA graphs + "
+                        "plugin kernels on a GPU)")
     p.add_argument("--steps-per-sync", type=int, default=None, help="steps per host read with --decode-loop device")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the torch engine's decode step (see `dflash-trt generate --help`): the first "
@@ -160,7 +161,7 @@ class ServeSpec:
     draft: str | None = None  # "chain:K" / "auto" (None: verify_len)
     speculative: bool = True
     torch_threads: int = 0
-    decode_loop: str = "host"
+    decode_loop: str = "auto"
     steps_per_sync: int = 4
     compile: bool = False  # torch.compile the decode step
     repository: Path | None = None  # the engine directory's Triton model repository, if it names one
@@ -221,7 +222,7 @@ def resolve_serve(args) -> ServeSpec:
                      device=str(pick(args.device, "device", "auto")), dtype=str(pick(args.dtype, "dtype", "auto")),
                      verify_len=budget_verify_len, draft=draft,
                      speculative=not args.no_draft, torch_threads=args.torch_threads,
-                     decode_loop=args.decode_loop or "host", steps_per_sync=args.steps_per_sync or 4, compile=args.compile,
+                     decode_loop=args.decode_loop or "auto", steps_per_sync=args.steps_per_sync or 4, compile=args.compile,
                      repository=repository, overrides=overrides)
 
 

@@ -85,7 +85,7 @@ class TritonPythonModel:
         self.engine = TorchEngine.from_pretrained(
             target, drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
             max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "0")) or None,
-            decode_loop=_param(params, "decode_loop", "host"), steps_per_sync=int(_param(params, "steps_per_sync", "4")),
+            decode_loop=_param(params, "decode_loop", "auto"), steps_per_sync=int(_param(params, "steps_per_sync", "4")),
             compile=_param(params, "compile", "false") == "true")
         self.scheduler = self._new_scheduler()
         self.logger.log_info(f"[dflash] python {sys.version.split()[0]} ({sys.executable}), numpy {np.__version__}, "

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from dflash_trt.capabilities import DECODE_LOOPS
 from dflash_trt.errors import ConfigError
 from dflash_trt.tempdirs import make_tempdir
 
@@ -57,7 +58,7 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
                   verify_len: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
                   draft: str | None = None,
                   speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0,
-                  decode_loop: str = "host", steps_per_sync: int = 4, compile: bool = False) -> str:
+                  decode_loop: str = "auto", steps_per_sync: int = 4, compile: bool = False) -> str:
     """config.pbtxt text for the model (see write_model_repository for the arguments)."""
     # cuda: an instance group on every GPU (each instance loads on its own, see model.py); cuda:N: on GPU N only.
     kind = "KIND_GPU" if str(device).startswith("cuda") else "KIND_CPU"
@@ -93,7 +94,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
                            verify_len: int | None = None, python_path: str | None = None, instance_count: int = 1,
                            model_name: str = MODEL_NAME, speculative: bool = True, default_max_tokens: int = 128,
                            torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None,
-                           decode_loop: str = "host", steps_per_sync: int = 4, draft: str | None = None,
+                           decode_loop: str = "auto", steps_per_sync: int = 4, draft: str | None = None,
                            compile: bool = False) -> Path:
     """Write (or replace) the Triton model `model_name` in the repository directory `out_dir`; returns `out_dir`.
 
@@ -112,7 +113,8 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         the directory holding this dflash_trt package). instance_count: model instances (each loads its own engine).
         default_max_tokens: used when a request has no ``sampling_param_max_tokens``. torch_num_threads: > 0 sets
         torch's intra-op threads in the model process. decode_loop / steps_per_sync: the engine's decode loop ("host":
-        one host read per step; "device": windows of steps_per_sync steps, CUDA graphs on a GPU). engine_dir: the engine directory this repository lives in;
+        one host read per step; "device": windows of steps_per_sync steps, CUDA graphs on a GPU; "auto": device where
+        those graphs run, else host). engine_dir: the engine directory this repository lives in;
         target/drafter paths inside it are written relative to the model directory, so the engine directory can be
         moved (or written under a temporary name and renamed) without breaking them.
 
@@ -129,8 +131,9 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
             raise ConfigError(f"write_model_repository: {name} must be an integer >= {low}, got {value!r}")
     if verify_len is not None and (isinstance(verify_len, bool) or not isinstance(verify_len, int) or verify_len < 2):
         raise ConfigError(f"write_model_repository: verify_len must be None or an integer >= 2, got {verify_len!r}")
-    if decode_loop not in ("host", "device"):
-        raise ConfigError(f"write_model_repository: decode_loop must be 'host' or 'device', got {decode_loop!r}")
+    if decode_loop not in DECODE_LOOPS:
+        raise ConfigError(f"write_model_repository: decode_loop must be one of {', '.join(DECODE_LOOPS)}, "
+                          f"got {decode_loop!r}")
     if not str(model_name) or any(c in str(model_name) for c in "/\\ \"'"):
         raise ConfigError(f"write_model_repository: model_name {model_name!r} must be a plain directory name")
     device = str(device)  # "auto" stays "auto": resolved where the model loads (cuda if that machine has one)
