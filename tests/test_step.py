@@ -144,3 +144,73 @@ def test_cuda_graph_loop_matches_ar_on_gpu(dtype):
     if dtype == "float32":
         assert [r.token_ids for r in dev.generate(PROMPTS, sampled)] == \
                [r.token_ids for r in host.generate(PROMPTS, sampled, use_drafter=False)]
+
+
+def test_default_decode_loop_is_host_on_cpu(engines):
+    """decode_loop "auto" (the default) is the host loop where no CUDA graphs run (CPU); on a GPU with the plugin
+    kernels it is the device loop (test_default_loop_on_gpu_is_lossless_for_every_draft)."""
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", max_batch_size=2,
+                                         max_seq_len=128)
+    assert engine.decode_loop == "host" and engine.steps_per_sync == 1 and not engine.step_runner.cuda_graphs
+    assert engines("device", 3).decode_loop == "device"
+
+
+@pytest.mark.gpu
+def test_default_loop_on_gpu_is_lossless_for_every_draft():
+    """On a GPU with the plugin library the default decode loop is the device loop (CUDA graphs, the kernels); every
+    draft budget through it (chains, trees, auto) gives the host loop's AR tokens and finish reasons, greedy and
+    sampled with the same seeds, 7 prompts through 4 slots (joins, stops and budgets inside windows)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from dflash_trt.kernels import cuda
+
+    if not cuda.available("cuda"):
+        pytest.skip("the plugin library is not built for this GPU (scripts/build_plugins.sh)")
+    make = dict(device="cuda", dtype="float32", max_batch_size=4, max_seq_len=512)
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", **make)
+    host = TorchEngine.from_pretrained(PAIR / "target", None, decode_loop="host", **make)
+    assert engine.decode_loop == "device" and engine.step_runner.cuda_graphs and engine.step_runner.ops.name == "cuda"
+    failures = []
+    for params in (SamplingParams(max_new_tokens=40), SamplingParams(max_new_tokens=23, temperature=0.8, top_k=40,
+                                                                     top_p=0.9, seed=11)):
+        ar = host.generate(PROMPTS, params)
+        for draft in (None, "chain:4", "chain:16", "tree:16", "tree:32", "auto"):
+            got = engine.generate(PROMPTS, params, **({"use_drafter": False} if draft is None else {"draft": draft}))
+            if [r.token_ids for r in got] != [r.token_ids for r in ar] or \
+                    [r.finish_reason for r in got] != [r.finish_reason for r in ar]:
+                failures.append((draft or "ar", params.temperature))
+            if draft in ("chain:16", "tree:16"):
+                assert any(t > 1 for r in got for t in r.stats.taus), draft
+    assert not failures, f"differs from the host loop's AR: {failures}"
+    assert engine.step_runner.graph_replays > 0
+    # graphs are captured for two context widths per draft: the block's, or all the rows (after an AR stretch); 0 for
+    # a deferring AR step, which reads none
+    step = engine.step_runner
+    for k, spec, tree, *_, width, defer in step.graphs:
+        assert width in ((0,) if defer else (max(k, step.block_size), step.context_rows)), (k, tree, width)
+
+
+@pytest.mark.gpu
+def test_cost_table_on_gpu_times_the_replayed_step():
+    """With CUDA graphs the draft budget's cost table times the step the device loop's windows replay (captured once
+    per shape): on a small model a replayed step costs less than the eager one, whose kernel launches dominate; the
+    timing graphs are freed afterwards and the engine still gives AR's tokens."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from dflash_trt.kernels import cuda
+
+    if not cuda.available("cuda"):
+        pytest.skip("the plugin library is not built for this GPU (scripts/build_plugins.sh)")
+    make = dict(device="cuda", dtype="float32", max_batch_size=4, max_seq_len=512)
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", **make)
+    step = engine.step_runner
+    graphed = [step.time_step(1, 1, spec=False), step.time_step(4, 16, tree=True), step.time_step(2, 8)]
+    assert not step._timing_graphs
+    step.cuda_graphs = False
+    eager = [step.time_step(1, 1, spec=False), step.time_step(4, 16, tree=True), step.time_step(2, 8)]
+    step.cuda_graphs = True
+    assert all(g < e for g, e in zip(graphed, eager)), (graphed, eager)
+    params = SamplingParams(max_new_tokens=32)
+    host = TorchEngine.from_pretrained(PAIR / "target", None, decode_loop="host", **make)
+    assert [r.token_ids for r in engine.generate(PROMPTS, params, draft="auto")] == \
+           [r.token_ids for r in host.generate(PROMPTS, params)]

@@ -150,6 +150,10 @@ class SpecStep:
         self._rows = {b: torch.zeros(b, **long) for b in self.buckets}
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (K, spec, frozen, bucket, length) -> captured step
         self._pool = None
+        # the cost table's captured steps (measure_costs), in a memory pool of their own, freed with them (a pool
+        # whose graphs are all gone cannot take another capture: the windows' graphs must not share it)
+        self._timing_graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
+        self._timing_pool = None
         self.graph_replays = 0  # steps run by replaying a captured graph
         self._captured = False  # the current window captured a CUDA graph
         self._host_rows: list[int] | None = None  # the window's slots on the host (eager steps only)
@@ -287,14 +291,19 @@ class SpecStep:
         self._context_width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
         if self.compiled:  # widths 0 and 1 would each trace a graph of their own (torch.compile specializes them)
             self._context_width = min(max(self._context_width, 2), self.context_rows)
+        if self.cuda_graphs:  # a captured step per width, so two widths per draft (a bound: each slot takes its own
+            # count): the block's (what a drafting step leaves pending: its τ) or all the rows (after an AR stretch);
+            # else every pending count after an AR stretch (1..context_rows) captured a graph of its own
+            self._context_width = (max(k, self.block_size) if self._context_width <= max(k, self.block_size)
+                                   else self.context_rows)
         # AR steps (K = 1) of a drafting engine do not run the drafter: they append their context rows, which the
         # drafter takes in at once when it next drafts; a slot without room for this window's rows keeps the newest
         # half of them, and the drafter's context then starts there.
         self._defer = spec and k == 1 and not tree
         if self._defer:
             self._drop_context([s for s in slots if self.host_context[s] + steps > self.context_rows])
-        if key is not None:
-            key = key + (self._context_width, self._defer)
+        if key is not None:  # a deferring (K = 1) step reads no context rows: its width is no part of its graph
+            key = key + (0 if self._defer else self._context_width, self._defer)
         act = rows[:n]
         start_produced = self.produced[act]
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
@@ -507,21 +516,69 @@ class SpecStep:
     @torch.inference_mode()
     def time_step(self, n: int, k: int, spec: bool = True, length: int = 256, repeats: int = 5,
                   tree: bool = False) -> float:
-        """Median seconds of one eager step of `n` slots verifying `k` slots (tree: a draft tree of k nodes), at cache
+        """Median seconds of one step (eager; a replayed CUDA graph with cuda_graphs) of `n` slots verifying `k` slots
+        (tree: a draft tree of k nodes), at cache
         length `length` with dummy tokens (after one warm-up step). Uses slots 0..n-1, which must be free: their state
         is reset afterwards (empty caches, done)."""
         self._timed_step(n, k, spec, length, tree)  # warms up
         times = sorted(self._timed_step(n, k, spec, length, tree) for _ in range(repeats))
+        self._free_timing_graphs()
         return times[len(times) // 2]
 
     @torch.inference_mode()
     def _timed_step(self, n: int, k: int, spec: bool, length: int, tree: bool) -> float:
-        """Seconds of one eager step as time_step describes it, slots 0..n-1 left free."""
+        """Seconds of one step as time_step describes it, slots 0..n-1 left free. With CUDA graphs (n a batch bucket)
+        the step is what the device loop's windows run: captured once per shape (after an eager run of it) and timed
+        as a replay, frozen rows and all; eagerly, a small model's step on a GPU is mostly kernel launches, which the
+        graphs take away (a chain and a tree then cost about the same)."""
         dev = self.device
         n = min(n, self.max_batch_size)
-        rows = torch.arange(n, device=dev)
         length = max(1, min(length, self.max_seq_len - k - 1))
         spec = spec and self.drafter is not None
+        graphed = self.cuda_graphs and n in self._rows
+        rows = self._rows[n] if graphed else torch.arange(n, device=dev)
+        if tree and spec:
+            self._tree_candidates(k)
+
+        def step():
+            self._step_fn(rows, k, spec, length + k, graphed, tree)
+
+        run = step
+        if graphed:
+            rows.copy_(torch.arange(n, device=dev))
+            key = (n, k, spec, tree, length)
+            graph = self._timing_graphs.get(key)
+            if graph is None:  # as _run: an eager run of the shape first (cuBLAS, the plugins), then the capture
+                self._timing_state(rows, n, k, spec, length, tree, graphed)
+                step()
+                self._timing_reset(rows, spec)
+                torch.cuda.synchronize(dev)
+                self._timing_state(rows, n, k, spec, length, tree, graphed)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self._timing_pool):  # not the windows' pool: these are freed
+                    step()
+                self._timing_pool = graph.pool()
+                self._timing_graphs[key] = graph
+            run = graph.replay
+        self._timing_state(rows, n, k, spec, length, tree, graphed)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        run()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        seconds = time.perf_counter() - t0
+        self._timing_reset(rows, spec)
+        return seconds
+
+    def _free_timing_graphs(self) -> None:
+        self._timing_graphs.clear()
+        self._timing_pool = None
+
+    def _timing_state(self, rows: torch.Tensor, n: int, k: int, spec: bool, length: int, tree: bool,
+                      graphed: bool) -> None:
+        """Slots 0..n-1 as a timed step finds them: `length` cached positions, greedy, no stops, about the last τ of
+        drafter context pending."""
         pending = max(1, k // 2)  # drafter context rows a step takes in: about the last τ
         self.target_cache.lengths[rows] = length
         self.last[rows] = 0
@@ -533,18 +590,13 @@ class SpecStep:
             self.drafter_cache.lengths[rows] = length - pending
             self.context_counts[rows] = pending
             self.context_from[rows] = 0
-        self._host_rows, self._row_start, self._span, self._modes = list(range(n)), 0, None, GREEDY
-        if tree and spec:
-            self._tree_candidates(k)
+        # a captured step must not bake in a slice of the rows (as window())
+        self._host_rows, self._row_start, self._span, self._modes = None if graphed else list(range(n)), 0, None, GREEDY
         self._context_width = pending
         self._defer = spec and k == 1 and not tree  # what auto's AR windows cost
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        self._step_fn(rows, k, spec, length + k, False, tree)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        seconds = time.perf_counter() - t0
+
+    def _timing_reset(self, rows: torch.Tensor, spec: bool) -> None:
+        """Slots 0..n-1 free again after a timed step: empty caches, done."""
         self.target_cache.lengths[rows] = 0
         self.done[rows], self.produced[rows], self.budget[rows] = True, 0, 0
         self.step_index.zero_()
@@ -553,7 +605,6 @@ class SpecStep:
         if spec:
             self.drafter_cache.lengths[rows] = 0
             self.context_counts[rows] = 0
-        return seconds
 
     def measure_costs(self, drafts: list[Draft], length: int = 256, repeats: int = 3,
                       warm: int = 3) -> dict[tuple[int, Draft], float]:
@@ -572,4 +623,5 @@ class SpecStep:
                 for _ in range(warm):
                     self._timed_step(n, d.size, True, length, d.tree)
                 times[(n, d)].append(self._timed_step(n, d.size, True, length, d.tree))
+        self._free_timing_graphs()  # the device loop's windows capture their own
         return {s: sorted(t)[len(t) // 2] for s, t in times.items()}
