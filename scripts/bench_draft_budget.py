@@ -4,12 +4,16 @@ batch (the order rotates per batch, so a drifting machine load hits every mode a
 
     python scripts/bench_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 40] [--max-new-tokens 128] [--batch-sizes 1,8]
-        [--modes chain:4,chain:8,chain:16,tree:16,tree:32,auto] [--torch-threads 1] [--output DIR]
+        [--modes chain:4,chain:8,chain:16,tree:16,tree:32,auto] [--torch-threads 1] [--device cpu|cuda]
+        [--warmup 0] [--output DIR]
 
 `dflash-trt bench` measures one DFlash mode against AR per run; comparing modes across runs mixes in the machine's
 drift between runs (on a shared 2-core VM the AR rate moves by 10 % from one run to the next). Here every mode runs
 on every batch of prompts in the same minute. auto starts from nothing (its cost table is measured before the timed
 part, its acceptance curves are learnt during it, as a fresh server would). Every mode's tokens must equal AR's.
+The engine runs its default decode loop (on a GPU with the plugin kernels: the device loop's CUDA graphs, each shape
+captured on first use); --warmup N first runs every mode on N batches untimed (graphs captured, kernels warm), then
+forgets what auto learnt there.
 
 Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, and for
 auto how often it chose each draft.
@@ -41,6 +45,8 @@ def main(argv=None) -> int:
     p.add_argument("--modes", default="chain:4,chain:8,chain:16,tree:16,tree:32,auto")
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--max-seq-len", type=int, default=512)
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--warmup", type=int, default=0, help="untimed batches of every mode before timing (default 0)")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
 
@@ -67,27 +73,37 @@ def main(argv=None) -> int:
 
     budget_module.AutoBudget.choose = counting_choose
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
+              "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
               "settings": vars(args), "results": {}}
     for size in sizes:
-        engine = TorchEngine.from_pretrained(args.target, args.drafter, device="cpu", max_batch_size=size,
+        engine = TorchEngine.from_pretrained(args.target, args.drafter, device=args.device, max_batch_size=size,
                                              max_seq_len=args.max_seq_len)
         prompts = [encode_prompt(engine.tokenizer, t, args.max_seq_len - args.max_new_tokens)[0] for t in turns]
         batches = [prompts[i: i + size] for i in range(0, len(prompts), size)]
         engine.generate(batches[0][:1], SamplingParams(max_new_tokens=8), draft="auto")  # auto's cost table
+        measured = engine._cost_table[2].seconds if engine._cost_table else {}
+        costs = {f"n={n} {d}": round(s * 1e3, 4) for (n, d), s in sorted(measured.items()) if n in (1, size)}
+        print(f"batch {size}: auto's measured cost table, ms per step: {costs}", flush=True)
+        all_modes = ["ar"] + modes
+        for batch in batches[: args.warmup]:
+            for mode in all_modes:
+                engine.generate(batch, params, **({"use_drafter": False} if mode == "ar" else {"draft": mode}))
         engine.draft_curve, engine.tree_curves = None, {}  # ... but nothing learnt yet
         choices.clear()
-        all_modes = ["ar"] + modes
         seconds = dict.fromkeys(all_modes, 0.0)
         tokens = dict.fromkeys(all_modes, 0)
         taus: dict[str, list[int]] = {m: [] for m in all_modes}
         outputs: dict[str, list] = {m: [] for m in all_modes}
+        captured = dict.fromkeys(all_modes, 0)  # CUDA graphs each mode captured inside the timed part
         for i, batch in enumerate(batches):
             order = all_modes[i % len(all_modes):] + all_modes[: i % len(all_modes)]
             for mode in order:
                 kw = {"use_drafter": False} if mode == "ar" else {"draft": mode}
+                graphs = len(engine.step_runner.graphs)
                 t0 = time.perf_counter()
                 results = engine.generate(batch, params, **kw)
                 seconds[mode] += time.perf_counter() - t0
+                captured[mode] += len(engine.step_runner.graphs) - graphs
                 tokens[mode] += sum(len(r.token_ids) for r in results)
                 taus[mode] += [t for r in results for t in r.stats.taus]
                 outputs[mode] += [r.token_ids for r in results]
@@ -96,12 +112,20 @@ def main(argv=None) -> int:
             rate = tokens[mode] / seconds[mode]
             rows[mode] = {"tok_s": rate, "vs_ar": rate / (tokens["ar"] / seconds["ar"]),
                           "mean_tau": sum(taus[mode]) / max(len(taus[mode]), 1) if mode != "ar" else 1.0,
-                          "equal_to_ar": outputs[mode] == outputs["ar"]}
+                          "equal_to_ar": outputs[mode] == outputs["ar"], "graphs_captured": captured[mode]}
+        table = engine._cost_table[2] if engine._cost_table else None
+        if table is not None:  # what auto learnt online: the machine's drift and its probes' cost over their entries
+            print(f"  auto's cost table after the run: drift {table.drift:.3f}, probe factor {table.probe_factor:.3f}; "
+                  + ", ".join(f"n={n} {d} {s * 1e3:.4f} ms" for (n, d), s in sorted(table.seconds.items()) if n == 1),
+                  flush=True)
         best_fixed = max((m for m in modes if m != "auto"), key=lambda m: rows[m]["tok_s"], default=None)
         auto_choices = {f"n={n} {d}": c for (n, d), c in sorted(choices.items())}
-        report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices}
-        print(f"batch {size}: " + "  ".join(f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau "
-                                               f"{r['mean_tau']:.2f}{'' if r['equal_to_ar'] else ', DIFFERS'})"
+        report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices,
+                                        "cost_table_ms": costs,
+                                        "decode_loop": engine.decode_loop, "device": str(engine.device)}
+        print(f"batch {size} ({engine.device}, {engine.decode_loop} loop): " + "  ".join(f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau "
+                                               f"{r['mean_tau']:.2f}{'' if r['equal_to_ar'] else ', DIFFERS'}"
+                                               f"{', %d graphs captured' % r['graphs_captured'] if r['graphs_captured'] else ''})"
                                                for m, r in rows.items()), flush=True)
         if "auto" in rows and best_fixed:
             print(f"  auto / best fixed ({best_fixed}): {rows['auto']['tok_s'] / rows[best_fixed]['tok_s']:.3f}; "
