@@ -21,7 +21,8 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import AUTO_TREES, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, auto_drafts, candidates
+from dflash_trt.spec.budget import (AUTO_TREES, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, TreeClock,
+                                    auto_drafts, candidates)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
 
@@ -283,6 +284,33 @@ def test_auto_probes_trees_then_picks_them_when_they_accept_more():
     other.observe("a", Draft("tree", 32), [4] * TREE_MEASURE_STEPS, [(7, 4)] * TREE_MEASURE_STEPS)  # no better
     assert all(0.95 < x < 1.05 for x in other.lift(32))
     assert all(not other.choose(["a"]).tree for _ in range(6))
+
+
+
+def test_tree_measurements_keep_time_across_schedulers():
+    """A batch-1 client calls generate() per prompt: a scheduler, and an AutoBudget, per prompt, a few windows each.
+    The tree-measurement clock is the engine's (shared like the curves), so a tree size still gets measured and, when it
+    accepts more for the same cost, chosen; with a clock per budget (each restarting at 0) it never was."""
+    costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(16, 32))
+
+    def run(shared: bool) -> list[Draft]:
+        curve, trees, clock, picks = None, None, TreeClock() if shared else None, []
+        for prompt in range(30):
+            budget = AutoBudget(16, CostTable(costs, refine=False), trees=(16, 32), curve=curve, tree_curves=trees,
+                                tree_clock=clock)
+            curve, trees = budget.curve, budget.tree_curves
+            for _ in range(5):  # a prompt's windows
+                d = budget.choose([prompt])
+                picks.append(d)
+                # the argmax chain accepts 3 drafts; tree:16 one more, tree:32 two more
+                tau = {Draft("tree", 16): 5, Draft("tree", 32): 6}.get(d, min(4, d.size))
+                budget.observe(prompt, d, [tau], [(16, 4)] if d.tree else ())
+            budget.forget(prompt)
+        return picks
+
+    shared, separate = run(True), run(False)
+    assert not any(d.tree for d in separate)
+    assert Draft("tree", 16) in shared and shared[-5:] == [Draft("tree", 32)] * 5
 
 
 # ---- lossless whatever K a window runs ----------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
-from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, TreeCounts,
-                                    auto_drafts)
+from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, TreeClock,
+                                    TreeCounts, auto_drafts)
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep, cache_headroom
 
@@ -142,6 +142,7 @@ class TorchEngine:
         # the drafter's acceptance, counted over every auto run: chains, and per tree size
         self.draft_curve: AcceptanceCounts | None = None
         self.tree_curves: dict[int, TreeCounts] = {}
+        self.tree_clock = TreeClock()  # ... and when it last measured a tree size (a clock every scheduler advances)
         self._lock = threading.Lock()
         self._lock_thread: int | None = None
         self.cache_owner: object | None = None
@@ -233,7 +234,7 @@ class TorchEngine:
                                        CostTable.measured(self.draft_costs, refine=self.refine_draft_costs))
         return AutoBudget(k, kept[2],
                           prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
-                          tree_curves=self.tree_curves)
+                          tree_curves=self.tree_curves, tree_clock=self.tree_clock)
 
     def prepare(self, request_id: Hashable, prompt, params: SamplingParams | None, *, label: str = "request",
                 field_names: dict[str, str] | None = None) -> Request:

@@ -36,7 +36,10 @@ chain (it measures every position; a batch held at AR at the prior waits for a p
 drafter that becomes useful again is noticed. The backoff belongs to the batch, not to its requests: with per-request
 backoffs every new arrival (interval 4 again) made the whole batch probe, and a server at concurrency 16 where AR is
 best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than
-TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`. Exploration is also priced: a probe or
+TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`, on a clock the engine keeps across its
+schedulers (`TreeClock`, as it keeps the curves): a client calling generate() per prompt makes a scheduler per prompt,
+5-6 windows each at batch 1, and a clock per scheduler never reached a measurement window (on an H200, where trees cost
+what chains do, tree:32 was never measured nor chosen: auto 0.82-0.87x tree:32 at batch 1). Exploration is also priced: a probe or
 a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last one) times
 `explore_share` covers its regret — what the window is expected to lose against the best choice: its cost minus the
 time the best choice takes for the tokens it is expected to emit (a probe's cost: its table entry times what probes
@@ -260,6 +263,16 @@ def auto_drafts(block_size: int, trees: Sequence[int] = ()) -> list[Draft]:
 
 
 @dataclass
+class TreeClock:
+    """When auto last measured a tree size: windows chosen since the clock started (a measurement window every
+    tree_probe_every) and the predicted seconds of the windows since the last measurement. One per engine, shared by
+    its schedulers' budgets."""
+
+    windows: int = 0
+    since_s: float = 0.0
+
+
+@dataclass
 class AutoBudget:
     """Chooses the draft per window (see the module docstring)."""
 
@@ -271,14 +284,13 @@ class AutoBudget:
     trees: Sequence[int] = ()  # tree sizes to choose among (() where the target cannot verify trees)
     tree_curves: dict[int, TreeCounts] | None = None  # per tree size, over every request (shared)
     tree_probe_every: int = 8
+    tree_clock: TreeClock | None = None  # when trees were last measured (the engine's, shared; default: new)
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
     _requests: dict = field(init=False, default_factory=dict)  # request -> its chain AcceptanceCounts
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
-    _windows: int = field(init=False, default=0)
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
-    _since_tree_s: float = field(init=False, default=0.0)  # predicted seconds of the windows since the last tree probe
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
     _defers: tuple = field(init=False, default=((), False))  # (key, defers_context's answer)
@@ -297,6 +309,8 @@ class AutoBudget:
             self.curve = AcceptanceCounts.empty(positions)
         if self.tree_curves is None:
             self.tree_curves = {}
+        if self.tree_clock is None:
+            self.tree_clock = TreeClock()
         for n in self.trees:
             self.tree_curves.setdefault(n, TreeCounts(AcceptanceCounts.empty(positions), AcceptanceCounts.empty(positions)))
         counts = [self.curve] + [c for t in self.tree_curves.values() for c in (t.tree, t.chain)]
@@ -348,7 +362,8 @@ class AutoBudget:
         """The next window's draft for a batch of `requests`; `left`: the tokens each one may still emit (None: no
         limit)."""
         n = len(requests)
-        self._windows += 1
+        clock = self.tree_clock
+        clock.windows += 1
         expected = self._expected_tokens(requests, left)
         costs = {d: self.cost.cost(n, d) for d in self.drafts}
         rates = {d: expected[d] / costs[d] for d in self.drafts}
@@ -358,12 +373,12 @@ class AutoBudget:
         # what a window of d loses against the best choice: its time (its entry times `factor`) beyond what the best
         # takes for the tokens d is expected to emit
         regret = lambda d, factor=1.0: costs[d] * factor - expected[d] / rates[best]  # noqa: E731
-        self._since_tree_s += costs[best]
+        clock.since_s += costs[best]
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             tree = Draft("tree", size)
-            if (self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and self._windows % self.tree_probe_every == 0
-                    and self.explore_share * self._since_tree_s >= regret(tree)):
-                self._since_tree_s = 0.0
+            if (self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and clock.windows % self.tree_probe_every == 0
+                    and self.explore_share * clock.since_s >= regret(tree)):
+                clock.since_s = 0.0
                 return tree
         if best.size > 1:  # drafting on merit: the next AR stretch starts probing early again
             self._at_one, self._probe_interval, self._held_s = 0, self.probe_every, 0.0
