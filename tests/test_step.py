@@ -23,6 +23,16 @@ QUESTIONS = [json.loads(line)["turns"][0] for line in (ROOT / "data/prompts/eagl
 PROMPTS = [f"Question: {q}\nAnswer:" for q in QUESTIONS[:7]]
 
 
+def require_gpu_plugins() -> None:
+    """Skip unless a CUDA GPU and the plugin library built for it are here (what the device loop's graphs need)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from dflash_trt.kernels import cuda
+
+    if not cuda.available("cuda"):
+        pytest.skip("the plugin library is not built for this GPU (scripts/build_plugins.sh)")
+
+
 @pytest.fixture(scope="module")
 def engines():
     def make(loop, steps=3, device="cpu", dtype=None):
@@ -122,12 +132,7 @@ def test_one_step_object_and_fixed_stop_buffer(engines):
 def test_cuda_graph_loop_matches_ar_on_gpu(dtype):
     """On a GPU with the plugin library: the captured-graph loop (kernels, no host sync inside a window) gives the
     target's own greedy tokens; graphs really replay."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    from dflash_trt.kernels import cuda
-
-    if not cuda.available("cuda"):
-        pytest.skip("the plugin library is not built for this GPU (scripts/build_plugins.sh)")
+    require_gpu_plugins()
     make = dict(device="cuda", dtype=dtype, max_batch_size=4, max_seq_len=512)
     host = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", **make)
     dev = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", decode_loop="device", steps_per_sync=4, **make)
@@ -160,12 +165,7 @@ def test_default_loop_on_gpu_is_lossless_for_every_draft():
     """On a GPU with the plugin library the default decode loop is the device loop (CUDA graphs, the kernels); every
     draft budget through it (chains, trees, auto) gives the host loop's AR tokens and finish reasons, greedy and
     sampled with the same seeds, 7 prompts through 4 slots (joins, stops and budgets inside windows)."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    from dflash_trt.kernels import cuda
-
-    if not cuda.available("cuda"):
-        pytest.skip("the plugin library is not built for this GPU (scripts/build_plugins.sh)")
+    require_gpu_plugins()
     make = dict(device="cuda", dtype="float32", max_batch_size=4, max_seq_len=512)
     engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", **make)
     host = TorchEngine.from_pretrained(PAIR / "target", None, decode_loop="host", **make)
@@ -195,12 +195,7 @@ def test_cost_table_on_gpu_times_the_replayed_step():
     """With CUDA graphs the draft budget's cost table times the step the device loop's windows replay (captured once
     per shape): on a small model a replayed step costs less than the eager one, whose kernel launches dominate; the
     timing graphs are freed afterwards and the engine still gives AR's tokens."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    from dflash_trt.kernels import cuda
-
-    if not cuda.available("cuda"):
-        pytest.skip("the plugin library is not built for this GPU (scripts/build_plugins.sh)")
+    require_gpu_plugins()
     make = dict(device="cuda", dtype="float32", max_batch_size=4, max_seq_len=512)
     engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", **make)
     step = engine.step_runner
