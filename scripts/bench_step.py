@@ -71,9 +71,11 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> tuple[float, float]:
-    """Seconds per decode step over `windows` scheduler steps after the prefill (and one untimed warm-up window), and
-    the mean number of tokens a step verified (τ: the drafter context rows the next step takes in)."""
+def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> tuple[float, float, float, float]:
+    """Seconds per decode step over `windows` scheduler steps after the prefill (and one untimed warm-up window): the
+    mean, the median and the slowest window's (a mean far above the median: one-off costs inside the timed windows,
+    such as warm-up; on an H200 the host loop's mean was 10-30x the device loop's, unexplained), and the mean number of
+    tokens a step verified (τ: the drafter context rows the next step takes in)."""
     sched = engine.new_scheduler()
     params = SamplingParams(max_new_tokens=engine.max_seq_len - prompt_len - 1, ignore_eos=True)
     g = torch.Generator().manual_seed(bs)
@@ -82,14 +84,16 @@ def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> tuple[
     sched.step()  # prefill + the first window (captures graphs on a GPU)
     sched.step()
     steps_per_call = sched.steps_per_sync
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(windows):
+    per_window = []
+    for _ in range(windows):  # each window ends in its host read: timing it needs no extra sync
+        sync(device)
+        t0 = time.perf_counter()
         sched.step()
-    sync(device)
-    seconds = (time.perf_counter() - t0) / (windows * steps_per_call)
+        sync(device)
+        per_window.append((time.perf_counter() - t0) / steps_per_call)
     taus = [t for i in range(bs) for t in sched.stats_of(i).taus]
-    return seconds, sum(taus) / len(taus)
+    return (statistics.mean(per_window), statistics.median(per_window), max(per_window),
+            sum(taus) / len(taus))
 
 
 def time_models(engine, bs: int, prompt_len: int, k: int, repeats: int, device, tau: float) -> float:
@@ -158,11 +162,12 @@ def main() -> None:
     print(f"{'tiny' if args.tiny else 'Qwen3-8B + 5-layer drafter'} (random weights) on {name}, {args.dtype}, "
           f"K={args.verify_len}, prompt {args.prompt_len}, decode loop {args.decode_loop}"
           + (f" ({args.steps_per_sync} steps per host read)" if args.decode_loop == "device" else ""))
-    print(f"{'batch':>5} {'step ms':>9} {'model ms':>9} {'overhead':>9}")
+    print(f"{'batch':>5} {'step ms':>9} {'median':>9} {'slowest':>9} {'model ms':>9} {'overhead':>9}")
     for bs in batch_sizes:
-        step, tau = time_steps(engine, bs, args.prompt_len, args.windows, device)
+        step, median, slowest, tau = time_steps(engine, bs, args.prompt_len, args.windows, device)
         model = time_models(engine, bs, args.prompt_len, args.verify_len, max(args.windows, 5), device, tau)
-        print(f"{bs:>5} {1e3 * step:>9.3f} {1e3 * model:>9.3f} {100 * (step - model) / step:>8.1f}%")
+        print(f"{bs:>5} {1e3 * step:>9.3f} {1e3 * median:>9.3f} {1e3 * slowest:>9.3f} {1e3 * model:>9.3f} "
+              f"{100 * (step - model) / step:>8.1f}%")
 
 
 if __name__ == "__main__":
