@@ -287,6 +287,26 @@ def test_auto_probes_trees_then_picks_them_when_they_accept_more():
 
 
 
+def test_a_larger_tree_is_expected_to_accept_at_least_a_smaller_ones():
+    """Best-first trees nest, so a tree size not measured yet (its lift near 1) is expected to accept at least what a
+    measured smaller one does; at equal cost (a GPU) the larger is then chosen, never the smaller, before any
+    measurement of it."""
+    costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(16, 32))
+    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(16, 32), explore_share=1e-9)
+    budget.observe("a", chain(16), [4] * 10)
+    budget.observe("a", Draft("tree", 16), [7] * TREE_MEASURE_STEPS, [(7, 4)] * TREE_MEASURE_STEPS)
+    assert budget.lift(16)[3] > 1.3 and all(0.95 < x < 1.05 for x in budget.lift(32))  # tree:32 not measured
+    expected = budget._expected_tokens(["a"])
+    assert expected[Draft("tree", 32)] == pytest.approx(expected[Draft("tree", 16)])
+    assert list(expected) == budget.drafts  # the order ties are broken in
+    assert budget.choose(["a"]) == Draft("tree", 16)  # a tie at equal cost: the first listed
+    costs[(1, Draft("tree", 16))] = 2.5  # the smaller tree dearer: the larger one, on the smaller one's estimate
+    cheaper = AutoBudget(16, CostTable(costs, refine=False), trees=(16, 32), curve=budget.curve,
+                         tree_curves=budget.tree_curves, explore_share=1e-9)
+    cheaper.observe("a", chain(16), [4] * 10)
+    assert cheaper.choose(["a"]) == Draft("tree", 32)
+
+
 def test_tree_measurements_keep_time_across_schedulers():
     """A batch-1 client calls generate() per prompt: a scheduler, and an AutoBudget, per prompt, a few windows each.
     The tree-measurement clock is the engine's (shared like the curves), so a tree size still gets measured and, when it

@@ -414,13 +414,20 @@ class AutoBudget:
         return expected
 
     def _summed(self, g: list[float], chains: list[list[float]], caps: Sequence[int]) -> dict[Draft, float]:
-        """Per draft, sum over requests (their chain curves, their caps) of E_r(draft); g: the global curve."""
-        lifts = {size: self._lift(g, size) for size in self.trees}
-        expected = {}
-        for d in self.drafts:
+        """Per draft, sum over requests (their chain curves, their caps) of E_r(draft); g: the global curve. A tree's
+        E_r is at least a smaller tree's: best-first trees nest (the N best paths hold the M < N best, spec/tree.py),
+        so every step a larger tree accepts at least as much — an estimate that says otherwise (a size not measured
+        yet, its lift still near 1) is raised to the smaller one's."""
+        expected, nested = {}, None
+        for size in sorted(self.trees):
+            tau, lift = Draft("tree", size).max_tau(self.block_size), self._lift(g, size)
+            tree = [self.expected_tokens(_lifted(p, lift), min(tau, cap)) for p, cap in zip(chains, caps)]
+            nested = tree if nested is None else [max(a, b) for a, b in zip(tree, nested)]
+            expected[Draft("tree", size)] = sum(nested)
+        for d in self.drafts:  # in the order of self.drafts: ties go to the one listed first
             tau = d.max_tau(self.block_size)
-            curves = [_lifted(p, lifts[d.size]) for p in chains] if d.tree else chains
-            expected[d] = sum(self.expected_tokens(p, min(tau, cap)) for p, cap in zip(curves, caps))
+            expected[d] = expected.pop(d) if d.tree else sum(
+                self.expected_tokens(p, min(tau, cap)) for p, cap in zip(chains, caps))
         return expected
 
     def defers_context(self, n: int) -> bool:
