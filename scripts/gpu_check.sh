@@ -7,7 +7,10 @@
 # bench_step.txt, bench_quant_drafter.txt, draft_budget/, bench_e2e.txt + e2e/). Exit status: non-zero if the build,
 # a GPU test or a benchmark failed (the benchmarks still run after failed tests).
 #
-#   scripts/gpu_check.sh [--quick]        # --quick: fewer benchmark sizes and prompts
+#   scripts/gpu_check.sh [--quick] [--serving]
+#     --quick    fewer benchmark sizes and prompts
+#     --serving  also the OpenAI-server Pareto on the GPU (AR, chain:16, tree:32, auto at concurrency 1-16; needs
+#                fastapi, uvicorn and openai: pip install -e ".[serve,test]"), into serving/
 #
 # Environment: GPU_CHECK_OUT (results directory), GPU_CHECK_TEST_TIMEOUT / GPU_CHECK_BENCH_TIMEOUT (seconds the GPU
 # tests / each benchmark may run, default 1800 / 900: a hung GPU ends its phase, not the check).
@@ -23,11 +26,14 @@ BT="${GPU_CHECK_BENCH_TIMEOUT:-900}"
 BENCH_ARGS=()
 PROMPTS=80
 BATCHES=1,8,16
-if [ "${1:-}" = "--quick" ]; then
-  BENCH_ARGS+=(--quick)
-  PROMPTS=32
-  BATCHES=1,8
-fi
+SERVING=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) BENCH_ARGS+=(--quick); PROMPTS=32; BATCHES=1,8 ;;
+    --serving) SERVING=1 ;;
+    *) echo "gpu_check.sh: unknown argument '$arg' (use --quick, --serving)" >&2; exit 2 ;;
+  esac
+done
 
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check.sh: torch sees no CUDA device (torch.cuda.is_available() is False); install a CUDA build of torch" >&2
@@ -75,5 +81,20 @@ timeout "$BT" "$PY" -m dflash_trt bench --target tests/fixtures/gsm8k-tiny/targe
   --no-progress --output "$OUT/e2e" 2>&1 | tee "$OUT/bench_e2e.txt"
 E2E=${PIPESTATUS[0]}
 
-echo "results in $OUT (tests exit $TESTS, benchmarks exit $BENCH $STEP $QUANT $BUDGET $E2E)"
-[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && [ "$STEP" = 0 ] && [ "$QUANT" = 0 ] && [ "$BUDGET" = 0 ] && [ "$E2E" = 0 ]
+SERVE=0
+if [ "$SERVING" = 1 ]; then
+  echo "== OpenAI server on the GPU: AR, chain:16, tree:32, auto at concurrency 1-16 (shipped pair)"
+  if "$PY" -c "import fastapi, uvicorn, openai" 2>/dev/null; then
+    timeout "$BT" "$PY" scripts/bench_openai_server.py --device cuda --modes ar,chain:16,tree:32,auto \
+      --concurrency 1,2,4,8,16 --rounds 2 --num-prompts 16 --max-tokens 64 --output "$OUT/serving" 2>&1 \
+      | tee "$OUT/bench_serving.txt"
+    SERVE=${PIPESTATUS[0]}
+  else
+    echo "gpu_check.sh: --serving needs fastapi, uvicorn and openai (pip install -e '.[serve,test]')" >&2
+    SERVE=1
+  fi
+fi
+
+echo "results in $OUT (tests exit $TESTS, benchmarks exit $BENCH $STEP $QUANT $BUDGET $E2E $SERVE)"
+[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && [ "$STEP" = 0 ] && [ "$QUANT" = 0 ] && [ "$BUDGET" = 0 ] && [ "$E2E" = 0 ] \
+  && [ "$SERVE" = 0 ]
