@@ -307,6 +307,24 @@ def test_a_larger_tree_is_expected_to_accept_at_least_a_smaller_ones():
     assert cheaper.choose(["a"]) == Draft("tree", 32)
 
 
+def test_a_tree_measurement_in_an_ar_stretch_is_priced_and_learnt_as_a_probe():
+    """While AR is the best choice, a tree window also takes in the pending context rows, as a probe does: its regret
+    uses the probe factor (what probes have cost over their entries), and its window's time teaches that factor."""
+    costs = flat_costs(k1=1.0, drafting=3.0, sizes=(1,), trees=(16,))
+    first = {}
+    for factor in (1.0, 4.0):
+        table = CostTable(costs, refine=True)
+        table.probe_factor = factor
+        budget = AutoBudget(16, table, trees=(16,), tree_probe_every=2, probe_every=10**6)
+        budget.observe("a", chain(16), [1] * 20)  # drafts rejected: AR is best
+        picks = [budget.choose(["a"]) for _ in range(4000)]
+        first[factor] = next(i for i, d in enumerate(picks) if d.tree)
+        assert all(d == chain(1) for d in picks[: first[factor]])
+    assert first[4.0] > 3 * first[1.0]
+    budget.observe_time(1, Draft("tree", 16), 3.0 * 8.0)  # the tree window cost 8x its entry
+    assert table.probe_factor == pytest.approx(math.sqrt(4.0 * 8.0), rel=0.05)
+
+
 def test_tree_measurements_keep_time_across_schedulers():
     """A batch-1 client calls generate() per prompt: a scheduler, and an AutoBudget, per prompt, a few windows each.
     The tree-measurement clock is the engine's (shared like the curves), so a tree size still gets measured and, when it

@@ -377,11 +377,15 @@ class AutoBudget:
         # takes for the tokens d is expected to emit
         regret = lambda d, factor=1.0: costs[d] * factor - expected[d] / rates[best]  # noqa: E731
         clock.since_s += costs[best]
+        # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
+        held = best.size == 1
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             tree = Draft("tree", size)
             if (self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and clock.windows % self.tree_probe_every == 0
-                    and self.explore_share * clock.since_s >= regret(tree)):
+                    and self.explore_share * clock.since_s >= regret(tree, self.cost.probe_factor if held else 1.0)):
                 clock.since_s = 0.0
+                if held:
+                    self._probing = tree  # its window teaches probe_factor, as a probe's does
                 return tree
         if best.size > 1:  # drafting on merit: the next AR stretch starts probing early again
             self._at_one, self._probe_interval, self._held_s = 0, self.probe_every, 0.0
