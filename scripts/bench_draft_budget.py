@@ -123,10 +123,11 @@ def main(argv=None) -> int:
         report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices,
                                         "cost_table_ms": costs,
                                         "decode_loop": engine.decode_loop, "device": str(engine.device)}
-        print(f"batch {size} ({engine.device}, {engine.decode_loop} loop): " + "  ".join(f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau "
-                                               f"{r['mean_tau']:.2f}{'' if r['equal_to_ar'] else ', DIFFERS'}"
-                                               f"{', %d graphs captured' % r['graphs_captured'] if r['graphs_captured'] else ''})"
-                                               for m, r in rows.items()), flush=True)
+        cells = (f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau {r['mean_tau']:.2f}"
+                 f"{'' if r['equal_to_ar'] else ', DIFFERS'}"
+                 f"{', %d graphs captured' % r['graphs_captured'] if r['graphs_captured'] else ''})"
+                 for m, r in rows.items())
+        print(f"batch {size} ({engine.device}, {engine.decode_loop} loop): " + "  ".join(cells), flush=True)
         if "auto" in rows and best_fixed:
             print(f"  auto / best fixed ({best_fixed}): {rows['auto']['tok_s'] / rows[best_fixed]['tok_s']:.3f}; "
                   f"auto chose {auto_choices}", flush=True)

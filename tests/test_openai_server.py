@@ -369,9 +369,8 @@ def test_a_client_that_disconnects_frees_its_slot(server, client, engine):
     _wait_idle(server)
     m = _metrics(server)
     assert m['dflash_requests_total{finish_reason=abort}'] == aborted + 1 and m["dflash_requests_running"] == 0
-    # a non-streamed request whose client gives up
-    # a client that gives up after 0.1 s: the ~450-token request takes ~0.5 s on a fast CPU (it finished inside a
-    # 0.5 s timeout on one, 2026-11-25), the request itself reaches the idle server in milliseconds
+    # a non-streamed request whose client gives up after 0.1 s: the ~450-token request takes ~0.5 s on a fast CPU (it
+    # finished inside a 0.5 s timeout on one, 2026-11-25), the request itself reaches the idle server in milliseconds
     try:
         r = httpx.post(server["url"] + "/v1/completions", timeout=0.1, json={
             "model": MODEL, "prompt": prompt, "max_tokens": budget, "temperature": 0, "ignore_eos": True})

@@ -280,10 +280,9 @@ class BatchScheduler:
             self.budget.observe(live.request_id, draft, taus, chain)
             live.stats.decode_s += elapsed
             events.append(self._finish(live, new) if done else StepEvent(live.request_id, new, False))
-        if out.warmup:  # it compiled or captured a graph: its time says nothing of what its steps cost
-            pass
-        elif self._active:  # the next window follows as soon as the caller has taken these events
+        # a window that compiled or captured a graph: its time says nothing of what its steps cost
+        if not out.warmup and self._active:  # the next window follows as soon as the caller has taken these events
             self._last_window = (len(slots), draft, elapsed, time.perf_counter(), self.prefill_s)
-        else:  # the batch is done: whatever the caller does next is not this window's cost
+        elif not out.warmup:  # the batch is done: whatever the caller does next is not this window's cost
             self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync)
         return events

@@ -22,6 +22,7 @@ that says what to do.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import struct
@@ -475,15 +476,12 @@ def _(accepted, slots, starts, target_lengths, features=None, context=None, cont
 def commit_step(accepted, slots, starts, target_lengths, features=None, context=None, context_counts=None,
                 drafter_lengths=None, target_tokens=None, last_tokens=None) -> None:
     """= dflash_trt.kernels.bookkeeping.commit_step (in place)."""
-    if last_tokens is None:
-        # torch < 2.12 drops trailing None arguments before a custom op's version-counter bump, which then indexes
-        # the dropped mutated ones (IndexError): skip that bump, as autograd-free callers (the step) may.
-        with torch._C._AutoDispatchBelowADInplaceOrView():
-            torch.ops.dflash.commit_step(accepted, slots, starts, target_lengths, features, context, context_counts,
-                                         drafter_lengths, target_tokens, last_tokens)
-        return
-    torch.ops.dflash.commit_step(accepted, slots, starts, target_lengths, features, context, context_counts,
-                                 drafter_lengths, target_tokens, last_tokens)
+    # torch < 2.12 drops trailing None arguments before a custom op's version-counter bump, which then indexes the
+    # dropped mutated ones (IndexError): without last_tokens, skip that bump, as autograd-free callers (the step) may.
+    guard = torch._C._AutoDispatchBelowADInplaceOrView() if last_tokens is None else contextlib.nullcontext()
+    with guard:
+        torch.ops.dflash.commit_step(accepted, slots, starts, target_lengths, features, context, context_counts,
+                                     drafter_lengths, target_tokens, last_tokens)
 
 
 # ---- draft trees ----------------------------------------------------------------------------------------------------

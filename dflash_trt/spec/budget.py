@@ -30,24 +30,24 @@ engine, so each run starts from what the runs before it measured. Given the same
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync.
 
-Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest
-chain (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose estimates keep K at 1 is probed with one window of the best drafting choice after
-`probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times, so a
-drafter that becomes useful again is noticed. The backoff belongs to the batch, not to its requests: with per-request
-backoffs every new arrival (interval 4 again) made the whole batch probe, and a server at concurrency 16 where AR is
-best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than
-TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`, on a clock the engine keeps across its
-schedulers (`TreeClock`, as it keeps the curves): a client calling generate() per prompt makes a scheduler per prompt,
-5-6 windows each at batch 1, and a clock per scheduler never reached a measurement window (on an H200, where trees cost
-what chains do, tree:32 was never measured nor chosen: auto 0.82-0.87x tree:32 at batch 1). Exploration is also priced: a probe or
-a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last one) times
-`explore_share` covers its regret — what the window is expected to lose against the best choice: its cost minus the
-time the best choice takes for the tokens it is expected to emit (a probe's cost: its table entry times what probes
-have cost against their entries so far, CostTable.probe_factor, one per engine: the first drafting window after an
-AR stretch takes in the context rows the stretch left pending, and runs a cold drafter). Where drafting is cheap a
-probe costs little and comes at the backoff's pace; in a big batch on a slow verify it waits: measured in-process at
-batch 16 on this CPU (fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost
-against AR.
+Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
+(it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
+estimates keep K at 1 is probed with one window of the best drafting choice after `probe_every` windows at K = 1 in a
+row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times, so a drafter that becomes useful again is
+noticed. The backoff belongs to the batch, not to its requests: with per-request backoffs every new arrival (interval 4
+again) made the whole batch probe, and a server at concurrency 16 where AR is best ran 0.83x AR (replayed with
+continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than TREE_MEASURE_STEPS observed steps runs one window
+in every `tree_probe_every`, on a clock the engine keeps across its schedulers (`TreeClock`, as it keeps the curves): a
+client calling generate() per prompt makes a scheduler per prompt, 5-6 windows each at batch 1, and a clock per
+scheduler never reached a measurement window (on an H200, where trees cost what chains do, tree:32 was never measured
+nor chosen: auto 0.82-0.87x tree:32 at batch 1). Exploration is also priced: a probe or a tree measurement runs only
+once the time waited for it (the predicted cost of the windows since the last one) times `explore_share` covers its
+regret — what the window is expected to lose against the best choice: its cost minus the time the best choice takes for
+the tokens it is expected to emit (a probe's cost: its table entry times what probes have cost against their entries so
+far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the context rows the
+stretch left pending, and runs a cold drafter). Where drafting is cheap a probe costs little and comes at the backoff's
+pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
+three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR.
 
 What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
 the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
@@ -293,7 +293,7 @@ class AutoBudget:
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
-    _tables: tuple = field(init=False, default=(None, None, {}))  # (curve version, (g, lifts), request -> its _by_cap)
+    _tables: tuple = field(init=False, default=(None, None, None, None))  # see _estimates
     _defers: tuple = field(init=False, default=((), False))  # (key, defers_context's answer)
 
     def __post_init__(self):
@@ -353,11 +353,7 @@ class AutoBudget:
     def expected_tokens(p: Sequence[float], k: int) -> float:
         """E[τ] of a step that can accept up to K - 1 drafts: 1 + sum over i < K of the chance depths 1..i are all
         accepted."""
-        total, run = 1.0, 1.0
-        for j in range(k - 1):
-            run *= p[j]
-            total += run
-        return total
+        return _expected_by_k(p, k)[k]
 
     # ---- the choice ------------------------------------------------------------------------------------------------
 
@@ -416,21 +412,24 @@ class AutoBudget:
         key = (tuple(requests), tuple(caps), self._forgotten, self.curve.version)
         if self._expected[0] == key:
             return self._expected[1]
-        version, g_lifts, tables = self._tables
-        if version != self.curve.version:  # an observation changed the global curve, the lifts or a request's counts
-            g = self._global()
-            g_lifts = (g, {size: self._lift(g, size) for size in self.trees})
-            tables = {}
-            self._tables = (self.curve.version, g_lifts, tables)
+        g, lifts, tables = self._estimates()
         rows = []
         for r, cap in zip(requests, caps):
             at = tables.get(r)
             if at is None:
-                at = tables[r] = self._by_cap(self._chain_curve(r, g_lifts[0]), g_lifts[1])
+                at = tables[r] = self._by_cap(self._chain_curve(r, g), lifts)
             rows.append(at(cap))
         expected = dict(zip(self.drafts, (sum(col) for col in zip(*rows)))) if rows else dict.fromkeys(self.drafts, 0.0)
         self._expected = (key, expected)
         return expected
+
+    def _estimates(self) -> tuple[list[float], dict[int, list[float]], dict]:
+        """The global curve, each tree size's lift and the requests' _by_cap functions made from them, as of the
+        drafter curve's version: every observation adds to the curve, so a new version may change any of them."""
+        if self._tables[0] != self.curve.version:
+            g = self._global()
+            self._tables = (self.curve.version, g, {size: self._lift(g, size) for size in self.trees}, {})
+        return self._tables[1:]
 
     def _by_cap(self, chain: list[float], lifts: dict[int, list[float]]):
         """One request's E(d) for every draft d (in self.drafts' order) as a function of its cap (memoised), from its
@@ -438,17 +437,8 @@ class AutoBudget:
         best paths hold the M < N best, spec/tree.py), so every step a larger tree accepts at least as much — an
         estimate that says otherwise (a size not measured yet, its lift still near 1) is raised to the smaller one's."""
         b = self.block_size
-
-        def prefix(p: Sequence[float]) -> list[float]:  # [_, expected_tokens(p, 1), ..., expected_tokens(p, B)]
-            out, total, run = [1.0, 1.0], 1.0, 1.0
-            for j in range(b - 1):
-                run *= p[j]
-                total += run
-                out.append(total)
-            return out
-
-        chain_prefix = prefix(chain)
-        trees = [(size, tau, prefix(_lifted(chain, lifts[size]))) for size, tau in self._tree_taus]
+        chain_prefix = _expected_by_k(chain, b)
+        trees = [(size, tau, _expected_by_k(_lifted(chain, lifts[size]), b)) for size, tau in self._tree_taus]
         memo: dict[int, list[float]] = {}
         shape = self._draft_shape
 
@@ -470,9 +460,8 @@ class AutoBudget:
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
         key = (n, self.curve.version)
         if self._defers[0] != key:  # n requests at the global curve: the batch's rates are n times one request's
-            g = self._global()
-            row = self._by_cap(g, {size: self._lift(g, size) for size in self.trees})(self.block_size)
-            expected = dict(zip(self.drafts, row))
+            g, lifts, _ = self._estimates()
+            expected = dict(zip(self.drafts, self._by_cap(g, lifts)(self.block_size)))
             self._defers = (key, _argmax({d: expected[d] / self.cost.cost(n, d) for d in self.drafts}).size == 1)
         return self._defers[1]
 
@@ -506,7 +495,8 @@ class AutoBudget:
     def forget(self, request_id: Hashable) -> None:
         self._forgotten += 1
         self._requests.pop(request_id, None)
-        self._tables[2].pop(request_id, None)  # an id used again is a new request
+        if self._tables[3] is not None:
+            self._tables[3].pop(request_id, None)  # an id used again is a new request
 
     def describe(self) -> str:
         return "auto"
@@ -519,6 +509,17 @@ def _argmax(rates: dict[Draft, float]) -> Draft:
         if rate > best_rate * (1 + 1e-9):
             best, best_rate = d, rate
     return best
+
+
+def _expected_by_k(p: Sequence[float], most: int) -> list[float]:
+    """[_, E[τ] for K = 1, ..., E[τ] for K = most]: E[τ] of a step that can accept up to K - 1 drafts, for every K at
+    once (a running sum of the running product of p)."""
+    out, total, run = [1.0, 1.0], 1.0, 1.0
+    for j in range(most - 1):
+        run *= p[j]
+        total += run
+        out.append(total)
+    return out
 
 
 def _lifted(p: Sequence[float], lift: Sequence[float]) -> list[float]:

@@ -294,8 +294,8 @@ class SpecStep:
         if self.cuda_graphs:  # a captured step per width, so two widths per draft (a bound: each slot takes its own
             # count): the block's (what a drafting step leaves pending: its τ) or all the rows (after an AR stretch);
             # else every pending count after an AR stretch (1..context_rows) captured a graph of its own
-            self._context_width = (max(k, self.block_size) if self._context_width <= max(k, self.block_size)
-                                   else self.context_rows)
+            block = max(k, self.block_size)
+            self._context_width = block if self._context_width <= block else self.context_rows
         # AR steps (K = 1) of a drafting engine do not run the drafter: they append their context rows, which the
         # drafter takes in at once when it next drafts; a slot without room for this window's rows keeps the newest
         # half of them, and the drafter's context then starts there.
@@ -517,9 +517,8 @@ class SpecStep:
     def time_step(self, n: int, k: int, spec: bool = True, length: int = 256, repeats: int = 5,
                   tree: bool = False) -> float:
         """Median seconds of one step (eager; a replayed CUDA graph with cuda_graphs) of `n` slots verifying `k` slots
-        (tree: a draft tree of k nodes), at cache
-        length `length` with dummy tokens (after one warm-up step). Uses slots 0..n-1, which must be free: their state
-        is reset afterwards (empty caches, done)."""
+        (tree: a draft tree of k nodes), at cache length `length` with dummy tokens (after one warm-up step). Uses
+        slots 0..n-1, which must be free: their state is reset afterwards (empty caches, done)."""
         self._timed_step(n, k, spec, length, tree)  # warms up
         times = sorted(self._timed_step(n, k, spec, length, tree) for _ in range(repeats))
         self._free_timing_graphs()
@@ -548,12 +547,10 @@ class SpecStep:
             rows.copy_(torch.arange(n, device=dev))
             key = (n, k, spec, tree, length)
             graph = self._timing_graphs.get(key)
-            if graph is None:  # as _run: an eager run of the shape first (cuBLAS, the plugins), then the capture
-                self._timing_state(rows, n, k, spec, length, tree, graphed)
-                step()
-                self._timing_reset(rows, spec)
+            if graph is None:  # as _run: an eager run of the shape first (cuBLAS, the plugins), then the capture,
+                self._timing_state(rows, n, k, spec, length, tree, graphed)  # which records the step without running
+                step()  # it (the state is set again below, before the timed replay)
                 torch.cuda.synchronize(dev)
-                self._timing_state(rows, n, k, spec, length, tree, graphed)
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self._timing_pool):  # not the windows' pool: these are freed
                     step()
