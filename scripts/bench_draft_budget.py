@@ -15,7 +15,9 @@ The engine runs its default decode loop (on a GPU with the plugin kernels: the d
 captured on first use); --warmup N first runs every mode on N batches untimed (graphs captured, kernels warm), then
 forgets what auto learnt there.
 
-Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, and for
+Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, the CUDA
+graphs captured inside the timed part and the time their first uses took, the steady rate without that time, the
+decode windows run and their mean time (without prefills and first uses; host work between windows included), and for
 auto how often it chose each draft.
 """
 
@@ -95,24 +97,50 @@ def main(argv=None) -> int:
         taus: dict[str, list[int]] = {m: [] for m in all_modes}
         outputs: dict[str, list] = {m: [] for m in all_modes}
         captured = dict.fromkeys(all_modes, 0)  # CUDA graphs each mode captured inside the timed part
+        capture_s = dict.fromkeys(all_modes, 0.0)  # ... and the seconds their first uses took (eager run + capture)
+        windows = dict.fromkeys(all_modes, 0)  # decode windows each mode ran (host reads)
+        prefill_s = dict.fromkeys(all_modes, 0.0)  # ... and the seconds its prefills took
+        launch, prefill = engine.step_runner.launch, engine.step_runner.prefill
+        current = [None]
+
+        def counting_launch(*a, **kw):
+            windows[current[0]] += 1
+            return launch(*a, **kw)
+
+        def timed_prefill(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return prefill(*a, **kw)
+            finally:
+                prefill_s[current[0]] += time.perf_counter() - t
+
+        engine.step_runner.launch, engine.step_runner.prefill = counting_launch, timed_prefill
         for i, batch in enumerate(batches):
             order = all_modes[i % len(all_modes):] + all_modes[: i % len(all_modes)]
             for mode in order:
                 kw = {"use_drafter": False} if mode == "ar" else {"draft": mode}
-                graphs = len(engine.step_runner.graphs)
+                graphs, capturing = len(engine.step_runner.graphs), engine.step_runner.capture_s
+                current[0] = mode
                 t0 = time.perf_counter()
                 results = engine.generate(batch, params, **kw)
                 seconds[mode] += time.perf_counter() - t0
                 captured[mode] += len(engine.step_runner.graphs) - graphs
+                capture_s[mode] += engine.step_runner.capture_s - capturing
                 tokens[mode] += sum(len(r.token_ids) for r in results)
                 taus[mode] += [t for r in results for t in r.stats.taus]
                 outputs[mode] += [r.token_ids for r in results]
         rows = {}
+        # steady: without the timed part's first uses of a shape (a one-off per process: a server captures once)
+        steady = {m: tokens[m] / (seconds[m] - capture_s[m]) for m in all_modes}
         for mode in all_modes:
             rate = tokens[mode] / seconds[mode]
             rows[mode] = {"tok_s": rate, "vs_ar": rate / (tokens["ar"] / seconds["ar"]),
                           "mean_tau": sum(taus[mode]) / max(len(taus[mode]), 1) if mode != "ar" else 1.0,
-                          "equal_to_ar": outputs[mode] == outputs["ar"], "graphs_captured": captured[mode]}
+                          "equal_to_ar": outputs[mode] == outputs["ar"], "graphs_captured": captured[mode],
+                          "capture_s": capture_s[mode], "steady_tok_s": steady[mode],
+                          "steady_vs_ar": steady[mode] / steady["ar"], "windows": windows[mode],
+                          "ms_per_window": 1e3 * (seconds[mode] - capture_s[mode] - prefill_s[mode])
+                          / max(windows[mode], 1)}
         table = engine._cost_table[2] if engine._cost_table else None
         if table is not None:  # what auto learnt online: the machine's drift and its probes' cost over their entries
             print(f"  auto's cost table after the run: drift {table.drift:.3f}, probe factor {table.probe_factor:.3f}; "
@@ -123,25 +151,37 @@ def main(argv=None) -> int:
         report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices,
                                         "cost_table_ms": costs,
                                         "decode_loop": engine.decode_loop, "device": str(engine.device)}
-        cells = (f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau {r['mean_tau']:.2f}"
+        engine.step_runner.launch, engine.step_runner.prefill = launch, prefill
+        cells = (f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau {r['mean_tau']:.2f}, "
+                 f"{r['ms_per_window']:.2f} ms x {r['windows']} windows"
                  f"{'' if r['equal_to_ar'] else ', DIFFERS'}"
-                 f"{', %d graphs captured' % r['graphs_captured'] if r['graphs_captured'] else ''})"
+                 f"{', %d graphs captured in %.0f ms' % (r['graphs_captured'], 1e3 * r['capture_s']) if r['graphs_captured'] else ''})"
                  for m, r in rows.items())
         print(f"batch {size} ({engine.device}, {engine.decode_loop} loop): " + "  ".join(cells), flush=True)
         if "auto" in rows and best_fixed:
             print(f"  auto / best fixed ({best_fixed}): {rows['auto']['tok_s'] / rows[best_fixed]['tok_s']:.3f}; "
                   f"auto chose {auto_choices}", flush=True)
+        if any(captured.values()):
+            steady_best = max((m for m in modes if m != "auto"), key=lambda m: steady[m], default=None)
+            print("  steady (without first-use captures): " + "  ".join(
+                f"{m} {steady[m]:.1f} tok/s ({steady[m] / steady['ar']:.3f}x AR)" for m in all_modes)
+                + (f"; auto / best fixed ({steady_best}): {steady['auto'] / steady[steady_best]:.3f}"
+                   if "auto" in steady and steady_best else ""), flush=True)
     if args.output:
         out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
         lines = [f"# Draft budgets side by side, {report['date']}", "",
                  f"`python scripts/bench_draft_budget.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
-                 "| batch | mode | tok/s | vs AR | mean τ | tokens = AR |", "|---|---|---|---|---|---|"]
+                 "Steady: without the time the timed part spent on first uses of a shape (CUDA graphs: its eager "
+                 "run and capture, once per process).", "",
+                 "| batch | mode | tok/s | vs AR | mean τ | tokens = AR | graphs captured (ms) | steady tok/s | "
+                 "steady vs AR |", "|---|---|---|---|---|---|---|---|---|"]
         for size, res in report["results"].items():
             for mode, r in res["rows"].items():
                 lines.append(f"| {size} | {mode} | {r['tok_s']:.1f} | {r['vs_ar']:.3f}x | {r['mean_tau']:.2f} | "
-                             f"{'yes' if r['equal_to_ar'] else 'NO'} |")
+                             f"{'yes' if r['equal_to_ar'] else 'NO'} | {r['graphs_captured']} "
+                             f"({1e3 * r['capture_s']:.0f}) | {r['steady_tok_s']:.1f} | {r['steady_vs_ar']:.3f}x |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["equal_to_ar"] for res in report["results"].values() for r in res["rows"].values()) else 1
 

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dflash_trt import checkpoint as ckpt  # noqa: E402
 from dflash_trt.spec.step import length_bucket  # noqa: E402
 from dflash_trt.engines.torch_engine import TorchEngine  # noqa: E402
+from dflash_trt.models import layers  # noqa: E402
 from dflash_trt.models.drafter import DFlashDrafter  # noqa: E402
 from dflash_trt.models.target import TargetModel  # noqa: E402
 from dflash_trt.spec.sampling import SamplingParams  # noqa: E402
@@ -149,8 +150,15 @@ def main() -> None:
     p.add_argument("--decode-loop", default="device", choices=["host", "device"])
     p.add_argument("--steps-per-sync", type=int, default=4)
     p.add_argument("--windows", type=int, default=10)
+    p.add_argument("--attention", default="engine", choices=["engine", "torch"],
+                   help="SDPA backends on a GPU: the engine's (layers.CUDA_ATTENTION_BACKENDS) or PyTorch's own choice")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after timing each batch, profile two more windows (torch.profiler) and print the N ops with "
+                        "the most self CPU time and the N with the most device time")
     args = p.parse_args()
     device, dtype = torch.device(args.device), ckpt.DTYPES[args.dtype]
+    if args.attention == "torch":
+        layers.CUDA_ATTENTION_BACKENDS = None
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     target, drafter = random_pair("tiny" if args.tiny else "qwen3-8b", dtype, device, args.verify_len)
     max_seq = args.prompt_len + (args.windows + 3) * args.steps_per_sync * args.verify_len + 64
@@ -158,7 +166,7 @@ def main() -> None:
                          decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"{'tiny' if args.tiny else 'Qwen3-8B + 5-layer drafter'} (random weights) on {name}, {args.dtype}, "
-          f"K={args.verify_len}, prompt {args.prompt_len}, decode loop {args.decode_loop}"
+          f"K={args.verify_len}, prompt {args.prompt_len}, decode loop {args.decode_loop}, attention {args.attention}"
           + (f" ({args.steps_per_sync} steps per host read)" if args.decode_loop == "device" else ""))
     print(f"{'batch':>5} {'step ms':>9} {'median':>9} {'slowest':>9} {'model ms':>9} {'overhead':>9}")
     for bs in batch_sizes:
@@ -166,6 +174,32 @@ def main() -> None:
         model = time_models(engine, bs, args.prompt_len, args.verify_len, max(args.windows, 5), device, tau)
         print(f"{bs:>5} {1e3 * step:>9.3f} {1e3 * median:>9.3f} {1e3 * slowest:>9.3f} {1e3 * model:>9.3f} "
               f"{100 * (step - model) / step:>8.1f}%")
+        if args.profile:
+            profile_windows(engine, bs, args.prompt_len, device, args.profile)
+
+
+def profile_windows(engine, bs: int, prompt_len: int, device, rows: int) -> None:
+    """Two windows under torch.profiler after two untimed ones: where a step's time goes (host-side ops, device
+    kernels), to explain a step far slower than its models."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sched = engine.new_scheduler()
+    params = SamplingParams(max_new_tokens=engine.max_seq_len - prompt_len - 1, ignore_eos=True)
+    for i in range(bs):
+        sched.add(i, list(range(2, 2 + prompt_len)), params)
+    sched.step()
+    sched.step()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        sched.step()
+        sched.step()
+        sync(device)
+    events = prof.key_averages()
+    print(f"-- profile, batch {bs}, two windows: by self CPU time")
+    print(events.table(sort_by="self_cpu_time_total", row_limit=rows))
+    if device.type == "cuda":
+        print(f"-- profile, batch {bs}, two windows: by device time")
+        print(events.table(sort_by="self_device_time_total", row_limit=rows))
 
 
 if __name__ == "__main__":

@@ -288,18 +288,31 @@ def test_auto_probes_trees_then_picks_them_when_they_accept_more():
 
 
 def test_a_larger_tree_is_expected_to_accept_at_least_a_smaller_ones():
-    """Best-first trees nest, so a tree size not measured yet (its lift near 1) is expected to accept at least what a
-    measured smaller one does; at equal cost (a GPU) the larger is then chosen, never the smaller, before any
-    measurement of it."""
+    """Best-first trees nest, so a larger tree size starts from what a smaller one measured: its lift is shrunk toward
+    the smaller's, not toward 1 (a few measured steps of tree:32 that accept what tree:16 does keep it level with
+    tree:16 instead of pulling it toward the chain); its expected tokens are never below the smaller's; and at an equal
+    rate (an equal cost: a GPU) the larger is chosen."""
     costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(16, 32))
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(16, 32), explore_share=1e-9)
     budget.observe("a", chain(16), [4] * 10)
-    budget.observe("a", Draft("tree", 16), [7] * TREE_MEASURE_STEPS, [(7, 4)] * TREE_MEASURE_STEPS)
-    assert budget.lift(16)[3] > 1.3 and all(0.95 < x < 1.05 for x in budget.lift(32))  # tree:32 not measured
+    budget.observe("a", Draft("tree", 16), [7] * 4 * TREE_MEASURE_STEPS, [(7, 4)] * 4 * TREE_MEASURE_STEPS)
+    tree16, tree32 = Draft("tree", 16), Draft("tree", 32)
+    assert budget.lift(16)[3] > 1.3  # tree:32 not measured: its lifted curve is tree:16's
+    assert budget.acceptance(None, tree32) == pytest.approx(budget.acceptance(None, tree16))
     expected = budget._expected_tokens(["a"])
     assert expected[Draft("tree", 32)] == pytest.approx(expected[Draft("tree", 16)])
     assert list(expected) == budget.drafts  # the order ties are broken in
-    assert budget.choose(["a"]) == Draft("tree", 16)  # a tie at equal cost: the first listed
+    assert budget.choose(["a"]) == Draft("tree", 32)  # a tie between trees: the larger
+    # tree:32 measured on a few steps, accepting just what tree:16 does there: level with tree:16, not below it
+    steps, chains = [4, 5] * 8, [(7, 3), (7, 4)] * 8  # the tree accepts one more than its argmax chain would
+    later = AutoBudget(16, CostTable(costs, refine=False), trees=(16, 32), explore_share=1e-9)
+    later.observe("a", tree16, steps * 4, chains * 4)
+    later.observe("a", tree32, steps, chains)
+    assert later.lift(32)[2] == pytest.approx(later.lift(16)[2], rel=0.05) and later.lift(16)[2] > 1.5
+    g, paired = later.acceptance(), later.tree_curves[32]  # the old prior, toward 1: well below tree:16's lift
+    toward_one = ((8 * g[2] + paired.tree.accepted[2]) / (8 + paired.tree.trials[2])
+                  / ((8 * g[2] + paired.chain.accepted[2]) / (8 + paired.chain.trials[2])))
+    assert toward_one < later.lift(32)[2] - 0.15
     costs[(1, Draft("tree", 16))] = 2.5  # the smaller tree dearer: the larger one, on the smaller one's estimate
     cheaper = AutoBudget(16, CostTable(costs, refine=False), trees=(16, 32), curve=budget.curve,
                          tree_curves=budget.tree_curves, explore_share=1e-9)

@@ -112,14 +112,14 @@ def test_windows_that_compile_are_not_taken_for_costs(eager):
     for a whole benchmark). Every other window's time is given, once."""
     def run(engine):
         step, flags, observed = engine.step_runner, [], []
-        window = step.window
+        read = step.read  # a window's host read: what the scheduler learns of it
 
         def recording(*args, **kwargs):
-            out = window(*args, **kwargs)
+            out = read(*args, **kwargs)
             flags.append(out.warmup)
             return out
 
-        step.window = recording
+        step.read = recording
         try:
             scheduler = engine.new_scheduler(draft="chain:5")
             scheduler.budget.observe_time = lambda n, draft, seconds: observed.append(seconds)
@@ -127,7 +127,7 @@ def test_windows_that_compile_are_not_taken_for_costs(eager):
             while scheduler.has_work:
                 scheduler.step()
         finally:
-            del step.window
+            del step.read
         return flags, observed
 
     flags, observed = run(_engine(True))  # a fresh engine: its first window compiles (later ones of a module

@@ -20,15 +20,18 @@ counts: with a = τ - 1 accepted, depths 1..a count as accepted and depth a + 1 
 tree step counts twice: as a tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as
 it lies in the tree) would have been (`SpecStep` reports what that chain would have accepted), so the chain estimate
 keeps learning while trees run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of
-the tree's acceptance to its argmax chain's, counted on the same tree steps (`TreeCounts`), each shrunk toward the
-chain's global estimate — a paired comparison, so it does not depend on which text trees happened to be chosen for.
+the tree's acceptance to its argmax chain's, counted on the same tree steps (`TreeCounts`), the chain's counts shrunk
+toward the chain's global estimate and the tree's toward that times the next smaller tree size's lift (trees nest) — a
+paired comparison, so it does not depend on which text trees happened to be chosen for.
 cost(n, d) is seconds per step for a batch of n requests, from a table measured when the first auto scheduler starts
 (`SpecStep.measure_costs` on this device and dtype, every draft timed in each round so machine drift shifts all alike;
 or given) and refined online from the windows' own times: a window's time first moves a drift factor common to every
 draft (the machine's speed now), and only the rest moves the draft's entry, slowly (`CostTable.observe`); one table per
 engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
-extra device sync.
+extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
+over (`observe_window`) and has them taken in (`prepare`) while the device runs the next window, so on a GPU the
+choice only looks rows up (its estimates then lag one window).
 
 Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
@@ -66,6 +69,8 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import numpy as np
 
 from dflash_trt.spec.tree import max_depth
 
@@ -209,26 +214,30 @@ class AcceptanceCounts:
     """Per draft position j (0-based): steps that verified draft j + 1 after accepting drafts 1..j, and how many of
     them accepted it."""
 
-    accepted: list[float]
-    trials: list[float]
+    accepted: np.ndarray
+    trials: np.ndarray
     version: int = 0  # counts `add` calls: estimates computed from these counts stay valid while it is unchanged
 
     @classmethod
     def empty(cls, positions: int) -> "AcceptanceCounts":
-        return cls([0.0] * positions, [0.0] * positions)
+        return cls(np.zeros(positions), np.zeros(positions))
 
-    def add(self, k: int, tau: int, decay: float = 1.0) -> None:
-        """One step that could accept up to K - 1 drafts (a chain of K; a tree whose depth is K - 1) and accepted
-        τ - 1 of them; the counts so far are multiplied by `decay` first."""
-        if decay != 1.0:
-            self.accepted = [x * decay for x in self.accepted]
-            self.trials = [x * decay for x in self.trials]
+    def add(self, ks: Sequence[int], taus: Sequence[int]) -> None:
+        """Steps that could each accept up to K - 1 drafts (a chain of K; a tree whose depth is K - 1) and accepted
+        τ - 1 of them."""
+        accepted, trials = _step_masks(self.trials.shape[0], ks, taus)
+        self.accepted = self.accepted + accepted.sum(0)
+        self.trials = self.trials + trials.sum(0)
         self.version += 1
-        a = tau - 1
-        for j in range(min(a + 1, k - 1)):  # drafts 1..a accepted, draft a + 1 rejected (if verified)
-            self.trials[j] += 1
-            if j < a:
-                self.accepted[j] += 1
+
+
+def _step_masks(positions: int, ks: Sequence[int], taus: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (rows) and draft position (columns): whether the step accepted the draft there, and whether it
+    verified it after accepting the ones before (a trial): with a = τ - 1 accepted, drafts 1..a accepted, draft a + 1
+    rejected (if the step verified it)."""
+    j = np.arange(positions)
+    ks, a = np.asarray(ks), np.asarray(taus) - 1
+    return j < np.minimum(a, ks - 1)[:, None], j < np.minimum(a + 1, ks - 1)[:, None]
 
 
 class Fixed:
@@ -244,7 +253,14 @@ class Fixed:
                 chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
         pass
 
+    def observe_window(self, requests: Sequence[Hashable], draft: Draft, taus: Sequence[Sequence[int]],
+                       chain_equivalent: Sequence[Sequence[tuple[int, int]]] = ()) -> None:
+        pass
+
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
+        pass
+
+    def prepare(self) -> None:
         pass
 
     def defers_context(self, n: int) -> bool:
@@ -286,20 +302,25 @@ class AutoBudget:
     tree_probe_every: int = 8
     tree_clock: TreeClock | None = None  # when trees were last measured (the engine's, shared; default: new)
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
-    _requests: dict = field(init=False, default_factory=dict)  # request -> its chain AcceptanceCounts
+    _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
-    _tables: tuple = field(init=False, default=(None, None, None, None))  # see _estimates
+    _prefixes: tuple = field(init=False, default=((), None))  # (key, every row's E by depth: see prepare)
+    _tables: tuple = field(init=False, default=(None, None, None))  # (curve version, global curve, lifts)
     _defers: tuple = field(init=False, default=((), False))  # (key, defers_context's answer)
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
-        self._draft_shape = [(d.tree, d.size) for d in self.drafts]  # what _by_cap reads per draft, once
-        self._tree_taus = [(size, Draft("tree", size).max_tau(self.block_size)) for size in sorted(self.trees)]
+        self._sizes = sorted(self.trees)
+        # per draft (self.drafts' order): which E-by-depth table it reads (0: the chain's, 1 + i: the i-th tree
+        # size's) and the deepest τ it allows (its column there before a request's cap)
+        self._source = np.array([0 if not d.tree else 1 + self._sizes.index(d.size) for d in self.drafts])
+        self._depth = np.array([d.max_tau(self.block_size) for d in self.drafts])
+        self._tree_columns = [i for i, d in enumerate(self.drafts) if d.tree]  # ascending sizes
         self._probe_interval = self.probe_every
         if not self.explore_share > 0:
             raise ValueError(f"explore_share must be > 0 (a share of the time spent waiting), got {self.explore_share!r}")
@@ -308,6 +329,10 @@ class AutoBudget:
         if len(prior) < positions or not all(0 < p < 1 for p in prior[:positions]):
             raise ValueError(f"prior needs {positions} probabilities in (0, 1), got {prior!r}")
         self._prior = prior[:positions]
+        # per observed request, its chain counts [accepted, trials] decayed per step (a row each, reused after
+        # forget); row 0 stays zero: the requests not observed yet (their curve is the global one)
+        self._counts = np.zeros((8, 2, positions))
+        self._free_rows = list(range(7, 0, -1))
         if self.curve is None:
             self.curve = AcceptanceCounts.empty(positions)
         if self.tree_curves is None:
@@ -328,32 +353,44 @@ class AutoBudget:
     def acceptance(self, request_id: Hashable | None = None, draft: Draft = Draft("chain", 2)) -> list[float]:
         """p(j) for depths 1..B-1 of `draft` (chains; a tree: the chain's times its lift): the global estimate, or a
         request's."""
-        g = self._global()
-        p = self._chain_curve(request_id, g)
-        return _lifted(p, self._lift(g, draft.size)) if draft.tree else p
+        g, lifts = self._estimates()
+        p = self._chain_curves([request_id], g)[0]
+        return (_lifted(p, lifts[draft.size]) if draft.tree else p).tolist()
 
     def lift(self, size: int) -> list[float]:
         """Per depth: the tree's acceptance over its argmax chain's on the same tree steps (1 where unmeasured)."""
-        return self._lift(self._global(), size)
+        return self._estimates()[1][size].tolist()
 
-    def _global(self) -> list[float]:
-        """The drafter's chain curve over every request, shrunk toward the prior."""
-        return _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+    def _chain_curves(self, requests: Sequence[Hashable | None], g: np.ndarray) -> np.ndarray:
+        """Per request (rows): its chain curve, its decayed counts shrunk toward the global curve g (g itself for a
+        request without counts)."""
+        counts = self._counts[[self._rows.get(r, 0) for r in requests]]
+        return (REQUEST_WEIGHT * g + counts[:, 0]) / (REQUEST_WEIGHT + counts[:, 1])
 
-    def _chain_curve(self, request_id: Hashable | None, g: list[float]) -> list[float]:
-        counts = self._requests.get(request_id) if request_id is not None else None
-        return g if counts is None else _shrink(g, counts, REQUEST_WEIGHT)
-
-    def _lift(self, g: list[float], size: int) -> list[float]:
-        counts = self.tree_curves[size]
-        return [t / c for t, c in zip(_shrink(g, counts.tree, TREE_PRIOR_WEIGHT),
-                                      _shrink(g, counts.chain, TREE_PRIOR_WEIGHT))]
+    def _estimates(self) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """The drafter's chain curve over every request (shrunk toward the prior) and each tree size's lift, as of the
+        curve's version: every observation adds to the curve, so a new version may change any of them. A lift is the
+        tree's counts over its paired chain counts, each shrunk toward a prior: the chain's toward the global curve,
+        the tree's toward the global curve times the next smaller tree's lift (1 for the smallest) — best-first trees
+        nest, so a larger tree accepts at least what a smaller one does, and its few measurements (a size measured
+        less because a smaller one was chosen) refine the smaller's lift instead of pulling toward 1: shrunk toward 1,
+        tree:32 after its 16 measured steps looked no better than a much-measured tree:16, and at equal cost (an H200)
+        tree:16 was chosen for half the windows at batch 1, 0.92x tree:32."""
+        if self._tables[0] != self.curve.version:
+            g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+            lifts, below = {}, np.ones_like(g)
+            for size in self._sizes:
+                counts = self.tree_curves[size]
+                lifts[size] = below = (_shrink(_lifted(g, below), counts.tree, TREE_PRIOR_WEIGHT)
+                                       / _shrink(g, counts.chain, TREE_PRIOR_WEIGHT))
+            self._tables = (self.curve.version, g, lifts)
+        return self._tables[1], self._tables[2]
 
     @staticmethod
     def expected_tokens(p: Sequence[float], k: int) -> float:
         """E[τ] of a step that can accept up to K - 1 drafts: 1 + sum over i < K of the chance depths 1..i are all
         accepted."""
-        return _expected_by_k(p, k)[k]
+        return float(_expected_by_depth(np.asarray(p, dtype=float))[k])
 
     # ---- the choice ------------------------------------------------------------------------------------------------
 
@@ -400,58 +437,49 @@ class AutoBudget:
         self._probing = probe
         return probe
 
+    def prepare(self) -> None:
+        """Bring the E-by-depth tables up to date with every observation: per row of counts (row 0: a request not
+        observed yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at
+        once (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests,
+        2-4 % of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the
+        device runs the window, so that choose() only looks rows up."""
+        key = (self._forgotten, self.curve.version, len(self._counts))
+        if self._prefixes[0] != key:
+            g, lifts = self._estimates()
+            counts = self._counts
+            chains = (REQUEST_WEIGHT * g + counts[:, 0]) / (REQUEST_WEIGHT + counts[:, 1])
+            self._prefixes = (key, self._depth_tables(chains, lifts))
+
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
-        tokens it has left. Each request's curves are summed up once per set of observations (`_by_cap`) and its
-        E_r at a cap once per cap, so a window mostly looks them up: a batch held at AR observes nothing, and used to
-        recompute every E_r whenever a request came or went or neared its end (168 us a window for 16 requests, 3.4 %
-        of an AR step at batch 16 on this CPU; now ~20 us, ~10 us for an unchanged batch)."""
+        tokens it has left: the requests' rows of the prepared tables, at their caps."""
         caps = [self.block_size] * len(requests) if left is None else [max(1, min(x, self.block_size)) for x in left]
-        # every observation (a chain's or a tree's, by this budget or another sharing the curves) adds to the
-        # drafter's curve, so its version and the forgets say whether any estimate changed
-        key = (tuple(requests), tuple(caps), self._forgotten, self.curve.version)
+        self.prepare()
+        key = (tuple(requests), tuple(caps), self._prefixes[0])
         if self._expected[0] == key:
             return self._expected[1]
-        g, lifts, tables = self._estimates()
-        rows = []
-        for r, cap in zip(requests, caps):
-            at = tables.get(r)
-            if at is None:
-                at = tables[r] = self._by_cap(self._chain_curve(r, g), lifts)
-            rows.append(at(cap))
-        expected = dict(zip(self.drafts, (sum(col) for col in zip(*rows)))) if rows else dict.fromkeys(self.drafts, 0.0)
+        tables = self._prefixes[1][[self._rows.get(r, 0) for r in requests]]
+        expected = dict(zip(self.drafts, self._at_caps(tables, caps).sum(0).tolist()))
         self._expected = (key, expected)
         return expected
 
-    def _estimates(self) -> tuple[list[float], dict[int, list[float]], dict]:
-        """The global curve, each tree size's lift and the requests' _by_cap functions made from them, as of the
-        drafter curve's version: every observation adds to the curve, so a new version may change any of them."""
-        if self._tables[0] != self.curve.version:
-            g = self._global()
-            self._tables = (self.curve.version, g, {size: self._lift(g, size) for size in self.trees}, {})
-        return self._tables[1:]
+    def _depth_tables(self, chains: np.ndarray, lifts: dict[int, np.ndarray]) -> np.ndarray:
+        """[request, table, τ cap]: E[τ] of the request's chain (table 0) and of each tree size (1, 2, ...) when the
+        step may accept at most cap - 1 drafts, from the requests' chain curves (rows) and the trees' lifts."""
+        curves = [chains] + [_lifted(chains, lifts[size]) for size in self._sizes]
+        return np.stack([_expected_by_depth(c) for c in curves], axis=1)
 
-    def _by_cap(self, chain: list[float], lifts: dict[int, list[float]]):
-        """One request's E(d) for every draft d (in self.drafts' order) as a function of its cap (memoised), from its
-        chain curve and the tree sizes' lifts. A tree's E is at least a smaller tree's: best-first trees nest (the N
-        best paths hold the M < N best, spec/tree.py), so every step a larger tree accepts at least as much — an
-        estimate that says otherwise (a size not measured yet, its lift still near 1) is raised to the smaller one's."""
-        b = self.block_size
-        chain_prefix = _expected_by_k(chain, b)
-        trees = [(size, tau, _expected_by_k(_lifted(chain, lifts[size]), b)) for size, tau in self._tree_taus]
-        memo: dict[int, list[float]] = {}
-        shape = self._draft_shape
-
-        def at(cap: int) -> list[float]:
-            row = memo.get(cap)
-            if row is None:
-                tree_e, nested = {}, 0.0
-                for size, tau, tree_prefix in trees:
-                    nested = tree_e[size] = max(nested, tree_prefix[min(tau, cap)])
-                row = memo[cap] = [tree_e[size] if tree else chain_prefix[min(size, cap)] for tree, size in shape]
-            return row
-
-        return at
+    def _at_caps(self, tables: np.ndarray, caps: Sequence[int]) -> np.ndarray:
+        """[request, draft]: E_r(draft) at each request's cap. A tree's E is at least a smaller tree's: best-first
+        trees nest (the N best paths hold the M < N best, spec/tree.py), so every step a larger tree accepts at least
+        as much — an estimate that says otherwise is raised to the smaller one's."""
+        columns = np.minimum(self._depth[None, :], np.asarray(caps)[:, None])
+        rows = np.arange(tables.shape[0])[:, None]
+        e = tables[rows, self._source[None, :], columns]
+        if self._tree_columns:
+            t = self._tree_columns
+            e[:, t] = np.maximum.accumulate(e[:, t], axis=1)
+        return e
 
     def defers_context(self, n: int) -> bool:
         """Whether requests joining a batch of n should leave their prompt out of the drafter (spec/step.py prefill:
@@ -460,31 +488,51 @@ class AutoBudget:
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
         key = (n, self.curve.version)
         if self._defers[0] != key:  # n requests at the global curve: the batch's rates are n times one request's
-            g, lifts, _ = self._estimates()
-            expected = dict(zip(self.drafts, self._by_cap(g, lifts)(self.block_size)))
+            g, lifts = self._estimates()
+            row = self._at_caps(self._depth_tables(g[None], lifts), [self.block_size])[0]
+            expected = dict(zip(self.drafts, row.tolist()))
             self._defers = (key, _argmax({d: expected[d] / self.cost.cost(n, d) for d in self.drafts}).size == 1)
         return self._defers[1]
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
                 chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
-        """A window's steps of one request: τ per step; for a tree, also (K, τ) of its argmax chain per step (what a
+        """One request's steps of a window: observe_window for one request."""
+        self.observe_window([request_id], draft, [taus], [chain_equivalent])
+
+    def observe_window(self, requests: Sequence[Hashable], draft: Draft, taus: Sequence[Sequence[int]],
+                       chain_equivalent: Sequence[Sequence[tuple[int, int]]] = ()) -> None:
+        """A window's steps, per request: τ per step; for a tree, also (K, τ) of its argmax chain per step (what a
         chain would have verified and accepted on the same step), so the chain estimate keeps learning while trees run
-        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for."""
+        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for. Every
+        request at once (numpy), as choose() reads them."""
         if draft.size < 2:
             return
-        chain_steps = list(chain_equivalent) if draft.tree else [(draft.size, tau) for tau in taus]
-        counts = self._requests.get(request_id)
-        if counts is None:
-            counts = self._requests[request_id] = AcceptanceCounts.empty(self.block_size - 1)
-        for k, tau in chain_steps:
-            counts.add(k, tau, REQUEST_DECAY)
-            self.curve.add(k, tau)
+        if draft.tree:
+            chain_steps = [list(c) for c in chain_equivalent]
+        else:
+            chain_steps = [[(draft.size, t) for t in r_taus] for r_taus in taus]
+        lengths = [len(c) for c in chain_steps]
+        if not sum(lengths):
+            return
+        ks, ts = zip(*(step for c in chain_steps for step in c))
+        accepted, trials = _step_masks(self.block_size - 1, ks, ts)
+        self.curve.accepted = self.curve.accepted + accepted.sum(0)
+        self.curve.trials = self.curve.trials + trials.sum(0)
+        self.curve.version += 1
+        # a request's counts fade by REQUEST_DECAY per step: its m steps, oldest first, weigh decay^(m-1) .. 1
+        observed = [(r, m) for r, m in zip(requests, lengths) if m]
+        per = np.array([m for _, m in observed])
+        starts = np.cumsum(per) - per
+        later = np.repeat(starts + per - 1, per) - np.arange(len(ks))  # steps after this one in its request
+        both = np.stack([accepted, trials], axis=1) * (REQUEST_DECAY ** later)[:, None, None]
+        rows = [self._row_of(r) for r, _ in observed]
+        self._counts[rows] = self._counts[rows] * (REQUEST_DECAY ** per)[:, None, None] + np.add.reduceat(both, starts)
         if draft.tree:
             paired = self.tree_curves[draft.size]
             k = draft.max_tau(self.block_size)
-            for tau, (chain_k, chain_tau) in zip(taus, chain_steps):
-                paired.tree.add(k, tau)
-                paired.chain.add(chain_k, chain_tau)
+            tree_taus = [t for r_taus, c in zip(taus, chain_steps) for t in list(r_taus)[: len(c)]]
+            paired.tree.add([k] * len(tree_taus), tree_taus)
+            paired.chain.add(ks, ts)
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
         if self._probing == draft:
@@ -492,41 +540,49 @@ class AutoBudget:
         self._probing = None
         self.cost.observe(n, draft, seconds_per_step)
 
+    def _row_of(self, request_id: Hashable) -> int:
+        row = self._rows.get(request_id)
+        if row is None:
+            if not self._free_rows:  # twice the rows (the new ones zero)
+                grown = len(self._counts)
+                self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
+                self._free_rows = list(range(2 * grown - 1, grown - 1, -1))
+            row = self._rows[request_id] = self._free_rows.pop()
+        return row
+
     def forget(self, request_id: Hashable) -> None:
-        self._forgotten += 1
-        self._requests.pop(request_id, None)
-        if self._tables[3] is not None:
-            self._tables[3].pop(request_id, None)  # an id used again is a new request
+        row = self._rows.pop(request_id, None)  # an id used again is a new request
+        if row is not None:
+            self._forgotten += 1
+            self._counts[row] = 0.0
+            self._free_rows.append(row)
 
     def describe(self) -> str:
         return "auto"
 
 
 def _argmax(rates: dict[Draft, float]) -> Draft:
-    """The best rate; on a tie (within rounding) the one listed first (chains by K, then trees)."""
+    """The best rate; on a tie (within rounding) the one listed first (chains by K, then trees), except between two
+    trees: the larger (best-first trees nest: at an equal rate its true expected tokens are at least the smaller's)."""
     best, best_rate = None, -1.0
     for d, rate in rates.items():
-        if rate > best_rate * (1 + 1e-9):
+        if rate > best_rate * (1 + 1e-9) or (d.tree and best.tree and rate >= best_rate * (1 - 1e-9)):
             best, best_rate = d, rate
     return best
 
 
-def _expected_by_k(p: Sequence[float], most: int) -> list[float]:
-    """[_, E[τ] for K = 1, ..., E[τ] for K = most]: E[τ] of a step that can accept up to K - 1 drafts, for every K at
-    once (a running sum of the running product of p)."""
-    out, total, run = [1.0, 1.0], 1.0, 1.0
-    for j in range(most - 1):
-        run *= p[j]
-        total += run
-        out.append(total)
-    return out
+def _expected_by_depth(p: np.ndarray) -> np.ndarray:
+    """[..., E[τ] for K = 0 (unused), 1, ..., len(p) + 1]: E[τ] of a step that can accept up to K - 1 drafts, for
+    every K at once (1 + the running sum of the running product of p), along the last axis."""
+    ones = np.ones(p.shape[:-1] + (2,))
+    return np.concatenate([ones, 1.0 + np.cumsum(np.cumprod(p, axis=-1), axis=-1)], axis=-1)
 
 
-def _lifted(p: Sequence[float], lift: Sequence[float]) -> list[float]:
+def _lifted(p: np.ndarray, lift: np.ndarray) -> np.ndarray:
     """A chain curve times a tree's lift, kept a probability."""
-    return [min(x * f, MAX_ACCEPTANCE) for x, f in zip(p, lift)]
+    return np.minimum(p * lift, MAX_ACCEPTANCE)
 
 
-def _shrink(toward: Sequence[float], counts: AcceptanceCounts, weight: float) -> list[float]:
+def _shrink(toward, counts: AcceptanceCounts, weight: float) -> np.ndarray:
     """Per position: (weight * toward + accepted) / (weight + trials)."""
-    return [(weight * p + s) / (weight + n) for p, s, n in zip(toward, counts.accepted, counts.trials)]
+    return (weight * np.asarray(toward, dtype=float) + counts.accepted) / (weight + counts.trials)

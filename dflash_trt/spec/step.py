@@ -86,6 +86,18 @@ class SlotRequest:
 
 
 @dataclass
+class Launched:
+    """A window queued on the device (SpecStep.launch), until its host read (SpecStep.read)."""
+
+    slots: list[int]
+    steps: int
+    tree: bool
+    defer: bool  # its K = 1 steps appended their context rows
+    packed: torch.Tensor  # the read's tensor (see launch)
+    warmup: bool
+
+
+@dataclass
 class WindowResult:
     """What the host learns after a window, per slot in the order given."""
 
@@ -155,6 +167,7 @@ class SpecStep:
         self._timing_graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
         self._timing_pool = None
         self.graph_replays = 0  # steps run by replaying a captured graph
+        self.capture_s = 0.0  # seconds windows spent on first uses of a shape: its eager run and its capture
         self._captured = False  # the current window captured a CUDA graph
         self._host_rows: list[int] | None = None  # the window's slots on the host (eager steps only)
         self._context_width = self.block_size
@@ -243,12 +256,20 @@ class SpecStep:
 
     # ---- the window --------------------------------------------------------------------------------------------------
 
-    @torch.inference_mode()
     def window(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = (),
                tree: bool = False) -> WindowResult:
         """`steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR; tree: a draft tree of k
         nodes each) for the given slots, which must be live (prefilled, not finished). With CUDA graphs the batch is
-        padded with `free` slots (marked done, emptied: they emit nothing). One host read at the end."""
+        padded with `free` slots (marked done, emptied: they emit nothing). One host read at the end: launch() then
+        read()."""
+        return self.read(self.launch(slots, k, spec, steps, free, tree))
+
+    @torch.inference_mode()
+    def launch(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = (),
+               tree: bool = False) -> "Launched":
+        """A window's steps, queued on the device (run, where the device is the CPU), and its host read's tensor;
+        read() waits for them. Between the two the host is free (a scheduler does its bookkeeping there), but must not
+        launch another window or touch the slots."""
         if not 1 <= steps <= self.max_window:
             raise ValueError(f"steps must be in 1..{self.max_window}, got {steps}")
         if tree and not (spec and 2 <= k <= self.max_tree_nodes):
@@ -319,14 +340,21 @@ class SpecStep:
                  self.target_cache.lengths[act][:, None], self.tau_log[:steps, act].t()]
         if tree:
             parts.append(self.chain_log[:steps, act].transpose(0, 1).reshape(n, 2 * steps))
-        packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1).tolist()
-        result = WindowResult([], [], [], warmup=self._captured or self._graphs_compiled() != graphs)
+        packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1)
+        return Launched(list(slots), steps, tree, self._defer, packed,
+                        self._captured or self._graphs_compiled() != graphs)
+
+    def read(self, launched: "Launched") -> WindowResult:
+        """The window's one host read (waits for its steps) and what the host keeps of it."""
+        slots, steps, tree = launched.slots, launched.steps, launched.tree
+        packed = launched.packed.tolist()
+        result = WindowResult([], [], [], warmup=launched.warmup)
         tokens_at = 3 + steps * (3 if tree else 1)
         for s, row in zip(slots, packed):
             count, done, length = row[0], bool(row[1]), row[2]
             taken = [t for t in row[3: 3 + steps] if t > 0]
             self.host_lengths[s] = length
-            if self._defer:  # pending context rows: one more per step taken
+            if launched.defer:  # pending context rows: one more per step taken
                 self.host_context[s] += len(taken)
             elif taken:  # the last step's τ rows
                 self.host_context[s] = taken[-1]
@@ -359,6 +387,8 @@ class SpecStep:
             return
         graph = self.graphs.get(key)
         if graph is None:  # the first step of this shape runs eagerly (warms up cuBLAS, the plugins), then is captured
+            torch.cuda.synchronize(self.device)  # (the window's earlier steps are not this shape's first use)
+            t0 = time.perf_counter()
             self._step_fn(rows, k, spec, upto, frozen, tree)
             torch.cuda.synchronize(self.device)
             graph = torch.cuda.CUDAGraph()
@@ -367,6 +397,7 @@ class SpecStep:
             self._pool = graph.pool()
             self.graphs[key] = graph
             self._captured = True
+            self.capture_s += time.perf_counter() - t0
             return  # capture recorded the step without running it; the eager run above was this step
         graph.replay()
         self.graph_replays += 1
