@@ -28,6 +28,7 @@ import collections
 import datetime
 import json
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -74,6 +75,20 @@ def main(argv=None) -> int:
         return d
 
     budget_module.AutoBudget.choose = counting_choose
+    # what the scheduler tells the budget each window cost, per step (window + the host work up to the next window):
+    # by mode and draft, for windows of the full batch, so a draft's windows under auto compare with its fixed mode's
+    step_times: dict = collections.defaultdict(list)
+    timing = {"mode": None, "size": None}
+
+    def recording(observe_time):
+        def observe(self, n, draft, seconds_per_step):
+            if n == timing["size"] and timing["mode"] is not None:
+                step_times[(timing["mode"], str(draft))].append(seconds_per_step)
+            return observe_time(self, n, draft, seconds_per_step)
+        return observe
+
+    budget_module.AutoBudget.observe_time = recording(budget_module.AutoBudget.observe_time)
+    budget_module.Fixed.observe_time = recording(budget_module.Fixed.observe_time)
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
               "settings": vars(args), "results": {}}
@@ -92,6 +107,8 @@ def main(argv=None) -> int:
                 engine.generate(batch, params, **({"use_drafter": False} if mode == "ar" else {"draft": mode}))
         engine.draft_curve, engine.tree_curves = None, {}  # ... but nothing learnt yet
         choices.clear()
+        step_times.clear()
+        timing["size"] = size
         seconds = dict.fromkeys(all_modes, 0.0)
         tokens = dict.fromkeys(all_modes, 0)
         taus: dict[str, list[int]] = {m: [] for m in all_modes}
@@ -120,7 +137,7 @@ def main(argv=None) -> int:
             for mode in order:
                 kw = {"use_drafter": False} if mode == "ar" else {"draft": mode}
                 graphs, capturing = len(engine.step_runner.graphs), engine.step_runner.capture_s
-                current[0] = mode
+                current[0] = timing["mode"] = mode
                 t0 = time.perf_counter()
                 results = engine.generate(batch, params, **kw)
                 seconds[mode] += time.perf_counter() - t0
@@ -161,6 +178,10 @@ def main(argv=None) -> int:
         if "auto" in rows and best_fixed:
             print(f"  auto / best fixed ({best_fixed}): {rows['auto']['tok_s'] / rows[best_fixed]['tok_s']:.3f}; "
                   f"auto chose {auto_choices}", flush=True)
+        per_draft = {f"{m} {d}": (round(1e3 * statistics.median(v), 4), len(v)) for (m, d), v in sorted(step_times.items())}
+        report["results"][str(size)]["step_ms_by_draft"] = per_draft
+        print(f"  ms per step at n={size} by mode and draft (median, windows; window + host work to the next): "
+              + ", ".join(f"{k} {ms:.3f} ({c})" for k, (ms, c) in per_draft.items()), flush=True)
         if any(captured.values()):
             steady_best = max((m for m in modes if m != "auto"), key=lambda m: steady[m], default=None)
             print("  steady (without first-use captures): " + "  ".join(

@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dflash_trt import checkpoint as ckpt  # noqa: E402
 from dflash_trt.spec.step import length_bucket  # noqa: E402
 from dflash_trt.engines.torch_engine import TorchEngine  # noqa: E402
-from dflash_trt.models import layers  # noqa: E402
 from dflash_trt.models.drafter import DFlashDrafter  # noqa: E402
 from dflash_trt.models.target import TargetModel  # noqa: E402
 from dflash_trt.spec.sampling import SamplingParams  # noqa: E402
@@ -75,8 +74,9 @@ def sync(device):
 def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> tuple[float, float, float, float]:
     """Seconds per decode step over `windows` scheduler steps after the prefill (and one untimed warm-up window): the
     mean, the median and the slowest window's (a mean far above the median: one-off costs inside the timed windows,
-    such as warm-up; on an H200 the host loop's mean was 10-30x the device loop's, unexplained), and the mean number of
-    tokens a step verified (τ: the drafter context rows the next step takes in)."""
+    such as warm-up, or on an H200 cuDNN attention's plan per new key length, which made the host loop's step 10-30x
+    the device loop's before its lengths were bucketed too), and the mean number of tokens a step verified (τ: the
+    drafter context rows the next step takes in)."""
     sched = engine.new_scheduler()
     params = SamplingParams(max_new_tokens=engine.max_seq_len - prompt_len - 1, ignore_eos=True)
     g = torch.Generator().manual_seed(bs)
@@ -97,8 +97,8 @@ def time_steps(engine, bs: int, prompt_len: int, windows: int, device) -> tuple[
 
 def time_models(engine, bs: int, prompt_len: int, k: int, repeats: int, device, tau: float) -> float:
     """Seconds for the drafter forward + LM head + target verify forward alone, with the shapes a step of the engine's
-    loop gives them: the host loop attends over the live length and feeds the drafter the last step's τ context rows;
-    the device loop attends over the window's length bucket and always feeds k rows (its shapes are captured)."""
+    loop gives them: the host loop feeds the drafter the last step's τ context rows, the device loop always k rows (its
+    shapes are captured); on a GPU both attend over a length bucket, on a CPU over the live length."""
     target, drafter = engine.target, engine.drafter
     dev, dtype = device, target.lm_head.weight.dtype
     slots = torch.arange(bs, device=dev)
@@ -110,9 +110,9 @@ def time_models(engine, bs: int, prompt_len: int, k: int, repeats: int, device, 
     block_ids = torch.randint(2, 100, (bs, drafter.block_size), device=dev)
     block_pos = prompt_len + torch.arange(drafter.block_size, device=dev).expand(bs, -1)
     verify = torch.randint(2, 100, (bs, k), device=dev)
-    # the attention length: a device-loop window's length bucket; the host loop's exact live length
+    # the attention length: a length bucket on a GPU (SpecStep.launch); the host loop's exact live length on a CPU
     upto = prompt_len + engine.steps_per_sync * k
-    if engine.decode_loop == "device":
+    if dev.type == "cuda":
         upto = length_bucket(upto, engine.target_cache.capacity)
 
     def models():
@@ -150,15 +150,11 @@ def main() -> None:
     p.add_argument("--decode-loop", default="device", choices=["host", "device"])
     p.add_argument("--steps-per-sync", type=int, default=4)
     p.add_argument("--windows", type=int, default=10)
-    p.add_argument("--attention", default="engine", choices=["engine", "torch"],
-                   help="SDPA backends on a GPU: the engine's (layers.CUDA_ATTENTION_BACKENDS) or PyTorch's own choice")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing each batch, profile two more windows (torch.profiler) and print the N ops with "
                         "the most self CPU time and the N with the most device time")
     args = p.parse_args()
     device, dtype = torch.device(args.device), ckpt.DTYPES[args.dtype]
-    if args.attention == "torch":
-        layers.CUDA_ATTENTION_BACKENDS = None
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     target, drafter = random_pair("tiny" if args.tiny else "qwen3-8b", dtype, device, args.verify_len)
     max_seq = args.prompt_len + (args.windows + 3) * args.steps_per_sync * args.verify_len + 64
@@ -166,7 +162,7 @@ def main() -> None:
                          decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"{'tiny' if args.tiny else 'Qwen3-8B + 5-layer drafter'} (random weights) on {name}, {args.dtype}, "
-          f"K={args.verify_len}, prompt {args.prompt_len}, decode loop {args.decode_loop}, attention {args.attention}"
+          f"K={args.verify_len}, prompt {args.prompt_len}, decode loop {args.decode_loop}"
           + (f" ({args.steps_per_sync} steps per host read)" if args.decode_loop == "device" else ""))
     print(f"{'batch':>5} {'step ms':>9} {'median':>9} {'slowest':>9} {'model ms':>9} {'overhead':>9}")
     for bs in batch_sizes:

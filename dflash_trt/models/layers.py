@@ -3,20 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-# The SDPA backends attention() lets PyTorch choose among on a GPU (None: PyTorch's own choice). Not cuDNN's: on an
-# H200 (torch 2.11) PyTorch chose it for our masked GQA attention, and it builds a plan for every new shape — every
-# prefill's prompt length, every host-loop step's key length (the host loop's step at Qwen3-8B dims took 200-400 ms
-# there, its models ~9 ms).
-CUDA_ATTENTION_BACKENDS: list[SDPBackend] | None = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                                                    SDPBackend.MATH]
 
 
 class RMSNorm(nn.Module):
@@ -207,12 +198,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.
     attention runs over the span (each row apart from the others) and returns q's rows."""
     if within is not None:
         return attention(spread(q, within, k.shape[0]), k, v, visible, scale)[within]
-    backends = CUDA_ATTENTION_BACKENDS if q.is_cuda else None
-    with sdpa_kernel(backends) if backends else contextlib.nullcontext():
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-            attn_mask=visible[:, None], scale=scale, enable_gqa=bool(q.shape[2] != k.shape[2]),
-        )
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+        attn_mask=visible[:, None], scale=scale, enable_gqa=bool(q.shape[2] != k.shape[2]),
+    )
     return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
 
 

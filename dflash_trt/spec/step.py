@@ -277,6 +277,10 @@ class SpecStep:
                              f"cannot verify trees), got {k}")
         dev, n = self.device, len(slots)
         upto = max(self.host_lengths[s] for s in slots) + steps * k  # bounds every slot's length during the window
+        if dev.type == "cuda":  # a few attention lengths, not one per step: a captured step is one graph per length,
+            # and eagerly PyTorch's cuDNN attention builds a plan per new shape (H200, torch 2.11: 40-700 ms each,
+            # measured; the host loop's step at Qwen3-8B dims took 140-400 ms for ~9 ms of models)
+            upto = length_bucket(upto, self.target_cache.capacity)
         if self.cuda_graphs:
             bucket = next(b for b in self.buckets if b >= n)
             pad = list(free)[: bucket - n]
@@ -292,7 +296,6 @@ class SpecStep:
                     self.drafter_cache.lengths[p] = 0
                     self.context_counts[p] = 0
                     self.context_from[p] = 0
-            upto = length_bucket(upto, self.target_cache.capacity)
             key = (k, spec, tree, bucket, upto)
         else:
             rows = torch.tensor(slots, device=dev)
