@@ -128,12 +128,17 @@ class Walk:
         return tau, equiv
 
 
-def simulate(traces, batch_size, policy, cost, block_size, continuous=False):
+def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noise=0.0, drift=0.0, seed=0):
     """Replays `policy` (a budget: choose/observe/forget, or a fixed Draft) over the traces in batches of
     `batch_size` (continuous: as a server at that concurrency, the next request joins as soon as one finishes);
-    returns (tokens, seconds, τs)."""
+    returns (tokens, seconds, τs). noise / drift: a window's time is its cost times exp(N(0, noise)) times the
+    machine's speed, a random walk in log with steps N(0, drift) (a shared CPU), seeded."""
+    import math
+    import random
+
     from dflash_trt.spec.budget import Draft
 
+    rng, speed = random.Random(seed), 0.0
     fixed = isinstance(policy, Draft)
     tokens, seconds, taus = sum(t["tokens"] for t in traces), 0.0, []
     waiting = list(enumerate(traces))
@@ -148,9 +153,11 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False):
             if not live:
                 continue
         d = policy if fixed else policy.choose([w.rid for w in live], [w.trace["tokens"] - w.produced for w in live])
-        seconds += cost(len(live), d)
+        speed += rng.gauss(0.0, drift) if drift else 0.0
+        took = cost(len(live), d) * math.exp(speed + (rng.gauss(0.0, noise) if noise else 0.0))
+        seconds += took
         if not fixed:
-            policy.observe_time(len(live), d, cost(len(live), d))
+            policy.observe_time(len(live), d, took)
         for w in live:
             tau, equiv = w.step(d)
             if not fixed:
@@ -229,6 +236,10 @@ def main(argv=None) -> int:
     p.add_argument("--continuous", action="store_true",
                    help="replay as a server at each concurrency (the next request joins as soon as one finishes) "
                         "instead of in batches that run to their end")
+    p.add_argument("--time-noise", type=float, default=0.0,
+                   help="each window's time times exp(N(0, this)): a noisy machine (default 0: the costs exactly)")
+    p.add_argument("--machine-drift", type=float, default=0.0,
+                   help="... and times the machine's speed, a random walk in log with N(0, this) steps per window")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
 
@@ -281,15 +292,16 @@ def main(argv=None) -> int:
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
               "results": {}}
+    jitter = (args.time_noise, args.machine_drift)
     for size in sizes:
         rows = {}
-        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous)
+        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous, *jitter)
         rows["ar"] = (tokens / seconds, 1.0)
         for d in drafts:
-            tokens, seconds, taus = simulate(traces, size, d, table.cost, block, args.continuous)
+            tokens, seconds, taus = simulate(traces, size, d, table.cost, block, args.continuous, *jitter)
             rows[str(d)] = (tokens / seconds, sum(taus) / max(len(taus), 1))
         budget = AutoBudget(block, CostTable(dict(believed)), trees=engine.auto_trees)
-        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block, args.continuous)
+        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block, args.continuous, *jitter)
         rows["auto"] = (tokens / seconds, sum(taus) / max(len(taus), 1))
         if size == 1:
             tokens, seconds = oracle(traces, table.cost, drafts, block)
