@@ -597,3 +597,37 @@ def test_draft_on_the_command_line(capsys):
     assert "2..64 nodes" in capsys.readouterr().err
     assert main(args + ["--draft", "chain:8", "--verify-len", "4"]) == 2
     assert "disagree" in capsys.readouterr().err
+
+
+def test_kept_observations_are_taken_in_as_if_one_by_one():
+    """A scheduler's windows are kept (observe_window) and taken in every few steps (prepare), every request at once:
+    the drafter's curve, each request's decayed counts and the trees' paired counts come out as observing them one
+    window at a time would give, and nothing is lost when a request is forgotten with kept steps."""
+    rng = np.random.default_rng(1)
+    kept = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
+    each = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
+    live = ["a", "b", "c"]
+    taken = 0
+    for step in range(60):
+        size = int(rng.choice([4, 8, 16, 32]))
+        draft = Draft("tree", size) if size == 32 or rng.random() < 0.3 and size == 16 else chain(size)
+        taus = [[int(t) for t in rng.integers(1, 6, size=1)] for _ in live]
+        chains = [[(8, max(1, t - 1)) for t in r] for r in taus] if draft.tree else []
+        kept.observe_window(live, draft, taus, chains)
+        before = kept.curve.version
+        kept.prepare()
+        taken += kept.curve.version != before
+        for r, t, c in zip(live, taus, chains or [()] * len(live)):
+            each.observe(r, draft, t, c)
+        if step % 17 == 16:  # a request ends with steps kept; another joins
+            gone = live.pop(0)
+            kept.forget(gone)
+            each.forget(gone)
+            live.append(f"r{step}")
+    assert 0 < taken < 60  # taken in every few windows, not every window
+    for r in live + [None]:
+        assert kept.acceptance(r) == pytest.approx(each.acceptance(r))
+        for size in AUTO_TREES:
+            assert kept.acceptance(r, Draft("tree", size)) == pytest.approx(each.acceptance(r, Draft("tree", size)))
+    assert list(kept.curve.trials) == pytest.approx(list(each.curve.trials))
+    assert kept._expected_tokens(live) == pytest.approx(each._expected_tokens(live))

@@ -84,6 +84,7 @@ DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drif
 # noisy CPU's are averaged, not chased; after COST_MEMORY windows the mean becomes a moving one (lengths grow).
 COST_PRIOR_WINDOWS = 4
 COST_MEMORY = 32
+REFRESH_STEPS = 4  # observed steps kept before prepare() takes them in (a 4-step window: every window)
 RESIDUAL_CLIP = 0.5  # a window's log residual counts at most this much (one stalled window must not reprice a draft)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
@@ -236,7 +237,10 @@ class AcceptanceCounts:
     def add(self, ks: Sequence[int], taus: Sequence[int]) -> None:
         """Steps that could each accept up to K - 1 drafts (a chain of K; a tree whose depth is K - 1) and accepted
         τ - 1 of them."""
-        accepted, trials = _step_masks(self.trials.shape[0], ks, taus)
+        self.add_masks(*_step_masks(self.trials.shape[0], ks, taus))
+
+    def add_masks(self, accepted: np.ndarray, trials: np.ndarray) -> None:
+        """Steps given as _step_masks gives them."""
         self.accepted = self.accepted + accepted.sum(0)
         self.trials = self.trials + trials.sum(0)
         self.version += 1
@@ -246,9 +250,12 @@ def _step_masks(positions: int, ks: Sequence[int], taus: Sequence[int]) -> tuple
     """Per step (rows) and draft position (columns): whether the step accepted the draft there, and whether it
     verified it after accepting the ones before (a trial): with a = τ - 1 accepted, drafts 1..a accepted, draft a + 1
     rejected (if the step verified it)."""
-    j = np.arange(positions)
-    ks, a = np.asarray(ks), np.asarray(taus) - 1
-    return j < np.minimum(a, ks - 1)[:, None], j < np.minimum(a + 1, ks - 1)[:, None]
+    j = _POSITIONS[:positions]
+    k, a = np.asarray(ks) - 1, np.asarray(taus) - 1
+    return j < np.minimum(a, k)[:, None], j < np.minimum(a + 1, k)[:, None]
+
+
+_POSITIONS = np.arange(256)  # draft positions 0, 1, ... (a block has at most 255 drafts)
 
 
 class Fixed:
@@ -323,6 +330,8 @@ class AutoBudget:
     _prefixes: tuple = field(init=False, default=((), None))  # (key, every row's E by depth: see prepare)
     _tables: tuple = field(init=False, default=(None, None, None))  # (curve version, global curve, lifts)
     _defers: tuple = field(init=False, default=((), False))  # (key, defers_context's answer)
+    _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
+    _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
@@ -363,13 +372,17 @@ class AutoBudget:
 
     def acceptance(self, request_id: Hashable | None = None, draft: Draft = Draft("chain", 2)) -> list[float]:
         """p(j) for depths 1..B-1 of `draft` (chains; a tree: the chain's times its lift): the global estimate, or a
-        request's."""
+        request's (every observation taken in)."""
+        if self._pending:
+            self._take_in()
         g, lifts = self._estimates()
         p = self._chain_curves([request_id], g)[0]
         return (_lifted(p, lifts[draft.size]) if draft.tree else p).tolist()
 
     def lift(self, size: int) -> list[float]:
         """Per depth: the tree's acceptance over its argmax chain's on the same tree steps (1 where unmeasured)."""
+        if self._pending:
+            self._take_in()
         return self._estimates()[1][size].tolist()
 
     def _chain_curves(self, requests: Sequence[Hashable | None], g: np.ndarray) -> np.ndarray:
@@ -454,6 +467,8 @@ class AutoBudget:
         once (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests,
         2-4 % of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the
         device runs the window, so that choose() only looks rows up."""
+        if self._pending and (self._pending_steps >= REFRESH_STEPS or not any(self.curve.trials)):
+            self._take_in()
         key = (self._forgotten, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
             g, lifts = self._estimates()
@@ -477,8 +492,10 @@ class AutoBudget:
     def _depth_tables(self, chains: np.ndarray, lifts: dict[int, np.ndarray]) -> np.ndarray:
         """[request, table, τ cap]: E[τ] of the request's chain (table 0) and of each tree size (1, 2, ...) when the
         step may accept at most cap - 1 drafts, from the requests' chain curves (rows) and the trees' lifts."""
-        curves = [chains] + [_lifted(chains, lifts[size]) for size in self._sizes]
-        return np.stack([_expected_by_depth(c) for c in curves], axis=1)
+        if not self._sizes:
+            return _expected_by_depth(chains[:, None])
+        lifted = _lifted(chains[:, None], np.stack([lifts[size] for size in self._sizes]))  # [request, tree, depth]
+        return _expected_by_depth(np.concatenate([chains[:, None], lifted], axis=1))
 
     def _at_caps(self, tables: np.ndarray, caps: Sequence[int]) -> np.ndarray:
         """[request, draft]: E_r(draft) at each request's cap. A tree's E is at least a smaller tree's: best-first
@@ -507,43 +524,57 @@ class AutoBudget:
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
                 chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
-        """One request's steps of a window: observe_window for one request."""
+        """One request's steps of a window, taken in at once: observe_window for one request, then prepare()'s
+        taking in."""
         self.observe_window([request_id], draft, [taus], [chain_equivalent])
+        if self._pending:
+            self._take_in()
 
     def observe_window(self, requests: Sequence[Hashable], draft: Draft, taus: Sequence[Sequence[int]],
                        chain_equivalent: Sequence[Sequence[tuple[int, int]]] = ()) -> None:
         """A window's steps, per request: τ per step; for a tree, also (K, τ) of its argmax chain per step (what a
         chain would have verified and accepted on the same step), so the chain estimate keeps learning while trees run
-        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for. Every
-        request at once (numpy), as choose() reads them."""
+        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for. Kept
+        until prepare() takes them in (every REFRESH_STEPS steps: with one-step windows, numpy's per-call cost per
+        window had made auto's windows ~5 % dearer on this CPU at batch 1)."""
         if draft.size < 2:
             return
-        if draft.tree:
-            chain_steps = [list(c) for c in chain_equivalent]
-        else:
-            chain_steps = [[(draft.size, t) for t in r_taus] for r_taus in taus]
-        lengths = [len(c) for c in chain_steps]
-        if not sum(lengths):
+        chains = ([list(c) for c in chain_equivalent] if draft.tree
+                  else [[(draft.size, t) for t in r_taus] for r_taus in taus])
+        self._pending.append((list(requests), draft, [list(t) for t in taus], chains))
+        self._pending_steps += max((len(c) for c in chains), default=0)
+
+    def _take_in(self) -> None:
+        """The kept windows' steps, every request's at once (numpy): the drafter's curve, each request's decayed
+        counts (its steps in order), the trees' paired counts."""
+        per_request: dict = {}  # request -> its chain steps (K, τ), oldest first
+        trees: dict = {}  # tree size -> (its steps' τ, their argmax chains' (K, τ))
+        for requests, draft, taus, chains in self._pending:
+            for r, c in zip(requests, chains):
+                if c:
+                    per_request.setdefault(r, []).extend(c)
+            if draft.tree:
+                tree_taus, tree_chains = trees.setdefault(draft.size, ([], []))
+                for r_taus, c in zip(taus, chains):
+                    tree_taus.extend(r_taus[: len(c)])
+                    tree_chains.extend(c)
+        self._pending, self._pending_steps = [], 0
+        if not per_request:
             return
-        ks, ts = zip(*(step for c in chain_steps for step in c))
-        accepted, trials = _step_masks(self.block_size - 1, ks, ts)
-        self.curve.accepted = self.curve.accepted + accepted.sum(0)
-        self.curve.trials = self.curve.trials + trials.sum(0)
-        self.curve.version += 1
+        steps = [step for c in per_request.values() for step in c]
+        accepted, trials = _step_masks(self.block_size - 1, *zip(*steps))
+        self.curve.add_masks(accepted, trials)
         # a request's counts fade by REQUEST_DECAY per step: its m steps, oldest first, weigh decay^(m-1) .. 1
-        observed = [(r, m) for r, m in zip(requests, lengths) if m]
-        per = np.array([m for _, m in observed])
+        per = np.array([len(c) for c in per_request.values()])
         starts = np.cumsum(per) - per
-        later = np.repeat(starts + per - 1, per) - np.arange(len(ks))  # steps after this one in its request
+        later = np.repeat(starts + per - 1, per) - np.arange(len(steps))  # steps after this one in its request
         both = np.stack([accepted, trials], axis=1) * (REQUEST_DECAY ** later)[:, None, None]
-        rows = [self._row_of(r) for r, _ in observed]
+        rows = [self._row_of(r) for r in per_request]
         self._counts[rows] = self._counts[rows] * (REQUEST_DECAY ** per)[:, None, None] + np.add.reduceat(both, starts)
-        if draft.tree:
-            paired = self.tree_curves[draft.size]
-            k = draft.max_tau(self.block_size)
-            tree_taus = [t for r_taus, c in zip(taus, chain_steps) for t in list(r_taus)[: len(c)]]
-            paired.tree.add([k] * len(tree_taus), tree_taus)
-            paired.chain.add(ks, ts)
+        for size, (tree_taus, tree_chains) in trees.items():
+            paired = self.tree_curves[size]
+            paired.tree.add([Draft("tree", size).max_tau(self.block_size)] * len(tree_taus), tree_taus)
+            paired.chain.add(*zip(*tree_chains))
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
         probe = self._probing == draft
@@ -563,6 +594,8 @@ class AutoBudget:
         return row
 
     def forget(self, request_id: Hashable) -> None:
+        if self._pending:  # its kept steps still count for the drafter's curve
+            self._take_in()
         row = self._rows.pop(request_id, None)  # an id used again is a new request
         if row is not None:
             self._forgotten += 1
@@ -586,8 +619,11 @@ def _argmax(rates: dict[Draft, float]) -> Draft:
 def _expected_by_depth(p: np.ndarray) -> np.ndarray:
     """[..., E[τ] for K = 0 (unused), 1, ..., len(p) + 1]: E[τ] of a step that can accept up to K - 1 drafts, for
     every K at once (1 + the running sum of the running product of p), along the last axis."""
-    ones = np.ones(p.shape[:-1] + (2,))
-    return np.concatenate([ones, 1.0 + np.cumsum(np.cumprod(p, axis=-1), axis=-1)], axis=-1)
+    out = np.empty(p.shape[:-1] + (p.shape[-1] + 2,))
+    out[..., :2] = 1.0
+    np.cumsum(np.cumprod(p, axis=-1), axis=-1, out=out[..., 2:])
+    out[..., 2:] += 1.0
+    return out
 
 
 def _lifted(p: np.ndarray, lift: np.ndarray) -> np.ndarray:
