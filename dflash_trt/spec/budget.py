@@ -377,8 +377,7 @@ class AutoBudget:
     def _chain_curves(self, requests: Sequence[Hashable | None], g: np.ndarray) -> np.ndarray:
         """Per request (rows): its chain curve, its decayed counts shrunk toward the global curve g (g itself for a
         request without counts)."""
-        counts = self._counts[[self._rows.get(r, 0) for r in requests]]
-        return (REQUEST_WEIGHT * g + counts[:, 0]) / (REQUEST_WEIGHT + counts[:, 1])
+        return _requests_shrunk(g, self._counts[[self._rows.get(r, 0) for r in requests]])
 
     def _estimates(self) -> tuple[np.ndarray, dict[int, np.ndarray]]:
         """The drafter's chain curve over every request (shrunk toward the prior) and each tree size's lift, as of the
@@ -390,12 +389,12 @@ class AutoBudget:
         tree:32 after its 16 measured steps looked no better than a much-measured tree:16, and at equal cost (an H200)
         tree:16 was chosen for half the windows at batch 1, 0.92x tree:32."""
         if self._tables[0] != self.curve.version:
-            g = _shrink(self._prior, self.curve, PRIOR_WEIGHT)
+            g = _shrink(self._prior, self.curve.accepted, self.curve.trials, PRIOR_WEIGHT)
             lifts, below = {}, np.ones_like(g)
             for size in self._sizes:
-                counts = self.tree_curves[size]
-                lifts[size] = below = (_shrink(_lifted(g, below), counts.tree, TREE_PRIOR_WEIGHT)
-                                       / _shrink(g, counts.chain, TREE_PRIOR_WEIGHT))
+                tree, chain = self.tree_curves[size].tree, self.tree_curves[size].chain
+                lifts[size] = below = (_shrink(_lifted(g, below), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT)
+                                       / _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT))
             self._tables = (self.curve.version, g, lifts)
         return self._tables[1], self._tables[2]
 
@@ -451,19 +450,18 @@ class AutoBudget:
         return probe
 
     def prepare(self) -> None:
-        """Bring the E-by-depth tables up to date with every observation: per row of counts (row 0: a request not
-        observed yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at
-        once (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests,
-        2-4 % of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the
-        device runs the window, so that choose() only looks rows up."""
+        """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), and bring
+        the E-by-depth tables up to date with what was taken in: per row of counts (row 0: a request not observed
+        yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at once
+        (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests, 2-4 %
+        of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the device
+        runs the window, so that choose() only looks rows up."""
         if self._pending and (self._pending_steps >= REFRESH_STEPS or not any(self.curve.trials)):
             self._take_in()
         key = (self._forgotten, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
             g, lifts = self._estimates()
-            counts = self._counts
-            chains = (REQUEST_WEIGHT * g + counts[:, 0]) / (REQUEST_WEIGHT + counts[:, 1])
-            self._prefixes = (key, self._depth_tables(chains, lifts))
+            self._prefixes = (key, self._depth_tables(_requests_shrunk(g, self._counts), lifts))
 
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
@@ -619,6 +617,12 @@ def _lifted(p: np.ndarray, lift: np.ndarray) -> np.ndarray:
     return np.minimum(p * lift, MAX_ACCEPTANCE)
 
 
-def _shrink(toward, counts: AcceptanceCounts, weight: float) -> np.ndarray:
-    """Per position: (weight * toward + accepted) / (weight + trials)."""
-    return (weight * np.asarray(toward, dtype=float) + counts.accepted) / (weight + counts.trials)
+def _shrink(toward, accepted: np.ndarray, trials: np.ndarray, weight: float) -> np.ndarray:
+    """Per position (the last axis): (weight * toward + accepted) / (weight + trials)."""
+    return (weight * np.asarray(toward, dtype=float) + accepted) / (weight + trials)
+
+
+def _requests_shrunk(g: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Requests' chain curves (rows): their decayed counts [request, (accepted, trials), position] shrunk toward the
+    global curve g."""
+    return _shrink(g, counts[:, 0], counts[:, 1], REQUEST_WEIGHT)
