@@ -7,6 +7,7 @@ import json
 import sys
 import warnings
 
+from dflash_trt.capabilities import DECODE_LOOPS
 from dflash_trt.errors import ConfigError, DeprecatedOption, DFlashError
 
 
@@ -31,7 +32,7 @@ def _add_generate(sub):
                    help="prompt + new tokens per request (default 2048, or the target's max_position_embeddings if smaller)")
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--no-draft", action="store_true", help="plain autoregressive decoding with the same engine")
-    p.add_argument("--decode-loop", choices=["auto", "host", "device"], default="auto",
+    p.add_argument("--decode-loop", choices=DECODE_LOOPS, default="auto",
                    help="auto (default): device where CUDA graphs run (a GPU with the plugin kernels), else host; "
                         "host: one host read per step; device: --steps-per-sync steps on the device per host read "
                         "(CUDA graphs + plugin kernels on a GPU)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from dflash_trt.capabilities import DECODE_LOOPS
+
 
 
 def add_bench_parser(subparsers) -> argparse.ArgumentParser:
@@ -49,7 +51,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-hf-baseline", dest="hf_baseline", action="store_false",
                    help="skip the transformers generate() baseline (it runs by default for --temperature 0 on the torch "
                         "engine: same prompts, greedy, batch 1)")
-    p.add_argument("--decode-loop", choices=["auto", "host", "device"], default="auto",
+    p.add_argument("--decode-loop", choices=DECODE_LOOPS, default="auto",
                    help="torch engine decode loop: auto (default: device where CUDA graphs run, else host), host (a "
                         "host read per step) or device (--steps-per-sync steps per host read; CUDA graphs + plugin "
                         "kernels on a GPU)")

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dflash_trt.capabilities import DECODE_LOOPS
 from dflash_trt.errors import ConfigError
 
 TEMP_REPOSITORY_PREFIX = "dflash-triton-"
@@ -46,7 +47,7 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto, or the manifest's)")
     p.add_argument("--dtype", default=None, help="auto, float32, bfloat16 or float16 (default auto, or the manifest's)")
     p.add_argument("--no-draft", action="store_true", help="serve plain autoregressive decoding (same engine)")
-    p.add_argument("--decode-loop", choices=["auto", "host", "device"], default=None,
+    p.add_argument("--decode-loop", choices=DECODE_LOOPS, default=None,
                    help="auto (default): device where CUDA graphs run (a GPU with the plugin kernels), else host; "
                         "host: one host read per step; device: --steps-per-sync steps per host read (CUDA graphs + "
                         "plugin kernels on a GPU)")

@@ -30,8 +30,8 @@ draft (the machine's speed now), and only the rest moves the draft's entry, slow
 engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
-over (`observe_window`) and has them taken in (`prepare`) while the device runs the next window, so on a GPU the
-choice only looks rows up (its estimates then lag one window).
+over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
+window, so on a GPU the choice only looks rows up (its estimates then lag a window, or a few one-step windows).
 
 Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
@@ -479,10 +479,8 @@ class AutoBudget:
     def _depth_tables(self, chains: np.ndarray, lifts: dict[int, np.ndarray]) -> np.ndarray:
         """[request, table, τ cap]: E[τ] of the request's chain (table 0) and of each tree size (1, 2, ...) when the
         step may accept at most cap - 1 drafts, from the requests' chain curves (rows) and the trees' lifts."""
-        if not self._sizes:
-            return _expected_by_depth(chains[:, None])
-        lifted = _lifted(chains[:, None], np.stack([lifts[size] for size in self._sizes]))  # [request, tree, depth]
-        return _expected_by_depth(np.concatenate([chains[:, None], lifted], axis=1))
+        curves = [chains] + [_lifted(chains, lifts[size]) for size in self._sizes]
+        return _expected_by_depth(np.stack(curves, axis=1))  # [request, table, depth] -> [request, table, cap]
 
     def _at_caps(self, tables: np.ndarray, caps: Sequence[int]) -> np.ndarray:
         """[request, draft]: E_r(draft) at each request's cap. A tree's E is at least a smaller tree's: best-first
@@ -491,9 +489,7 @@ class AutoBudget:
         columns = np.minimum(self._depth[None, :], np.asarray(caps)[:, None])
         rows = np.arange(tables.shape[0])[:, None]
         e = tables[rows, self._source[None, :], columns]
-        if self._tree_columns:
-            t = self._tree_columns
-            e[:, t] = np.maximum.accumulate(e[:, t], axis=1)
+        e[:, self._tree_columns] = np.maximum.accumulate(e[:, self._tree_columns], axis=1)
         return e
 
     def defers_context(self, n: int) -> bool:

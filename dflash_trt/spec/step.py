@@ -44,7 +44,7 @@ from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_e
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
 DEFERRED_CONTEXT = 112  # context rows a slot may hold beyond a block: AR steps of a drafting engine (K = 1) append
 #                         their tap features there instead of running the drafter, which takes them in when it next
-#                         drafts; a slot whose rows are full keeps the newest half (SpecStep.window)
+#                         drafts; a slot whose rows are full keeps the newest half (SpecStep.launch)
 MIN_LENGTH_BUCKET = 64
 
 
@@ -256,20 +256,14 @@ class SpecStep:
 
     # ---- the window --------------------------------------------------------------------------------------------------
 
-    def window(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = (),
-               tree: bool = False) -> WindowResult:
-        """`steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR; tree: a draft tree of k
-        nodes each) for the given slots, which must be live (prefilled, not finished). With CUDA graphs the batch is
-        padded with `free` slots (marked done, emptied: they emit nothing). One host read at the end: launch() then
-        read()."""
-        return self.read(self.launch(slots, k, spec, steps, free, tree))
-
     @torch.inference_mode()
     def launch(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = (),
                tree: bool = False) -> "Launched":
-        """A window's steps, queued on the device (run, where the device is the CPU), and its host read's tensor;
-        read() waits for them. Between the two the host is free (a scheduler does its bookkeeping there), but must not
-        launch another window or touch the slots."""
+        """A window: `steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR; tree: a draft
+        tree of k nodes each) for the given slots, which must be live (prefilled, not finished), queued on the device
+        (run, where the device is the CPU), and its one host read's tensor; read() waits for them. With CUDA graphs the
+        batch is padded with `free` slots (marked done, emptied: they emit nothing). Between launch and read the host
+        is free (a scheduler does its bookkeeping there), but must not launch another window or touch the slots."""
         if not 1 <= steps <= self.max_window:
             raise ValueError(f"steps must be in 1..{self.max_window}, got {steps}")
         if tree and not (spec and 2 <= k <= self.max_tree_nodes):
@@ -389,21 +383,27 @@ class SpecStep:
             self._step_fn(rows, k, spec, upto, frozen, tree)
             return
         graph = self.graphs.get(key)
-        if graph is None:  # the first step of this shape runs eagerly (warms up cuBLAS, the plugins), then is captured
+        if graph is None:  # the first step of this shape runs eagerly, then is captured
             torch.cuda.synchronize(self.device)  # (the window's earlier steps are not this shape's first use)
             t0 = time.perf_counter()
-            self._step_fn(rows, k, spec, upto, frozen, tree)
-            torch.cuda.synchronize(self.device)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool):
-                self._step_fn(rows, k, spec, upto, frozen, tree)
+            graph = self._captured_step(lambda: self._step_fn(rows, k, spec, upto, frozen, tree), self._pool)
             self._pool = graph.pool()
             self.graphs[key] = graph
             self._captured = True
             self.capture_s += time.perf_counter() - t0
-            return  # capture recorded the step without running it; the eager run above was this step
+            return  # the capture recorded the step without running it; _captured_step's eager run was this step
         graph.replay()
         self.graph_replays += 1
+
+    def _captured_step(self, step, pool) -> torch.cuda.CUDAGraph:
+        """step() run eagerly once (warms up cuBLAS, the plugins: the step it runs is real), then captured into a CUDA
+        graph in memory pool `pool` (a capture records the step without running it)."""
+        step()
+        torch.cuda.synchronize(self.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            step()
+        return graph
 
     def _graphs_compiled(self) -> int:
         """Graphs torch.compile has made in this process so far (0 without compile): a window that made one spent
@@ -581,13 +581,9 @@ class SpecStep:
             rows.copy_(torch.arange(n, device=dev))
             key = (n, k, spec, tree, length)
             graph = self._timing_graphs.get(key)
-            if graph is None:  # as _run: an eager run of the shape first (cuBLAS, the plugins), then the capture,
-                self._timing_state(rows, n, k, spec, length, tree, graphed)  # which records the step without running
-                step()  # it (the state is set again below, before the timed replay)
-                torch.cuda.synchronize(dev)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=self._timing_pool):  # not the windows' pool: these are freed
-                    step()
+            if graph is None:  # as _run (the state is set again below, before the timed replay); in a pool of
+                self._timing_state(rows, n, k, spec, length, tree, graphed)  # its own: these graphs are freed
+                graph = self._captured_step(step, self._timing_pool)
                 self._timing_pool = graph.pool()
                 self._timing_graphs[key] = graph
             run = graph.replay
@@ -621,7 +617,7 @@ class SpecStep:
             self.drafter_cache.lengths[rows] = length - pending
             self.context_counts[rows] = pending
             self.context_from[rows] = 0
-        # a captured step must not bake in a slice of the rows (as window())
+        # a captured step must not bake in a slice of the rows (as launch())
         self._host_rows, self._row_start, self._span, self._modes = None if graphed else list(range(n)), 0, None, GREEDY
         self._context_width = pending
         self._defer = spec and k == 1 and not tree  # what auto's AR windows cost
