@@ -219,7 +219,7 @@ class SpecStep:
         zeros = torch.zeros(m, dtype=torch.long, device=dev)
         self.target_cache.set_lengths(slots, zeros)
         logits, features = self.target(ids, self.target_cache, slots, logits_at=(lengths - 1)[:, None], tap=spec,
-                                       max_length=longest, host_slots=[r.slot for r in reqs])
+                                       max_length=longest, host_slots=[r.slot for r in reqs], fresh=True)
         remaining = torch.tensor([r.budget - r.produced for r in reqs], device=dev)
         first = self.ops.sample_accept(logits, torch.empty(m, 0, dtype=torch.long, device=dev), self.temperature[slots],
                                        self.top_k[slots], self.top_p[slots], self.keys[slots], lengths[:, None],
@@ -270,11 +270,7 @@ class SpecStep:
             raise ValueError(f"a draft tree needs the drafter and 2..{self.max_tree_nodes} nodes (0: this target "
                              f"cannot verify trees), got {k}")
         dev, n = self.device, len(slots)
-        upto = max(self.host_lengths[s] for s in slots) + steps * k  # bounds every slot's length during the window
-        if dev.type == "cuda":  # a few attention lengths, not one per step: a captured step is one graph per length,
-            # and eagerly PyTorch's cuDNN attention builds a plan per new shape (H200, torch 2.11: 40-700 ms each,
-            # measured; the host loop's step at Qwen3-8B dims took 140-400 ms for ~9 ms of models)
-            upto = length_bucket(upto, self.target_cache.capacity)
+        upto = self._attention_length(max(self.host_lengths[s] for s in slots) + steps * k)
         if self.cuda_graphs:
             bucket = next(b for b in self.buckets if b >= n)
             pad = list(free)[: bucket - n]
@@ -302,18 +298,7 @@ class SpecStep:
         self._modes = self.sampling_modes(list(slots) + (pad if self.cuda_graphs else []))
         if tree:
             self._tree_candidates(k)
-        # Context rows the drafter takes in: exactly as many as the rows have pending when a window is one eager step
-        # (their last τ, known from the last read); else enough for any step of the window: what is pending now (the
-        # previous window may have verified more than k slots) and at most k after each step of this one.
-        pending = max(self.host_context[s] for s in slots)
-        self._context_width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
-        if self.compiled:  # widths 0 and 1 would each trace a graph of their own (torch.compile specializes them)
-            self._context_width = min(max(self._context_width, 2), self.context_rows)
-        if self.cuda_graphs:  # a captured step per width, so two widths per draft (a bound: each slot takes its own
-            # count): the block's (what a drafting step leaves pending: its τ) or all the rows (after an AR stretch);
-            # else every pending count after an AR stretch (1..context_rows) captured a graph of its own
-            block = max(k, self.block_size)
-            self._context_width = block if self._context_width <= block else self.context_rows
+        self._context_width = self._window_context_width(k, max(self.host_context[s] for s in slots), steps)
         # AR steps (K = 1) of a drafting engine do not run the drafter: they append their context rows, which the
         # drafter takes in at once when it next drafts; a slot without room for this window's rows keeps the newest
         # half of them, and the drafter's context then starts there.
@@ -340,6 +325,28 @@ class SpecStep:
         packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1)
         return Launched(list(slots), steps, tree, self._defer, packed,
                         self._captured or self._graphs_compiled() != graphs)
+
+    def _attention_length(self, upto: int) -> int:
+        """The attention length of a window's steps whose slots' cache lengths stay <= upto: upto itself, or on CUDA a
+        few lengths, not one per step (length_bucket): a captured step is one graph per length, and eagerly PyTorch's
+        cuDNN attention builds a plan per new shape (H200, torch 2.11: 40-700 ms each, measured; the host loop's step
+        at Qwen3-8B dims took 140-400 ms for ~9 ms of models)."""
+        return length_bucket(upto, self.target_cache.capacity) if self.device.type == "cuda" else upto
+
+    def _window_context_width(self, k: int, pending: int, steps: int) -> int:
+        """Context rows the drafter takes in per step of a window verifying k slots (or k tree nodes), `pending` the
+        most any of its slots has pending now: exactly those when the window is one eager step (their last τ, known
+        from the last read); else enough for any step of the window: what is pending now (the previous window may
+        have verified more than k slots) and at most k after each step of this one."""
+        width = pending if steps == 1 and not self.cuda_graphs else max(k, pending)
+        if self.compiled:  # widths 0 and 1 would each trace a graph of their own (torch.compile specializes them)
+            width = min(max(width, 2), self.context_rows)
+        if self.cuda_graphs:  # a captured step per width, so two widths per draft (a bound: each slot takes its own
+            # count): the block's (what a drafting step leaves pending: its τ) or all the rows (after an AR stretch);
+            # else every pending count after an AR stretch (1..context_rows) captured a graph of its own
+            block = max(k, self.block_size)
+            width = block if width <= block else self.context_rows
+        return width
 
     def read(self, launched: "Launched") -> WindowResult:
         """The window's one host read (waits for its steps) and what the host keeps of it."""
@@ -573,8 +580,11 @@ class SpecStep:
         if tree and spec:
             self._tree_candidates(k)
 
+        # attention and context rows as a window of max_window steps from `length` runs them (launch)
+        upto = self._attention_length(min(length + self.max_window * k, self.target_cache.capacity))
+
         def step():
-            self._step_fn(rows, k, spec, length + k, graphed, tree)
+            self._step_fn(rows, k, spec, upto, graphed, tree)
 
         run = step
         if graphed:
@@ -619,7 +629,7 @@ class SpecStep:
             self.context_from[rows] = 0
         # a captured step must not bake in a slice of the rows (as launch())
         self._host_rows, self._row_start, self._span, self._modes = None if graphed else list(range(n)), 0, None, GREEDY
-        self._context_width = pending
+        self._context_width = self._window_context_width(k, pending, self.max_window)
         self._defer = spec and k == 1 and not tree  # what auto's AR windows cost
 
     def _timing_reset(self, rows: torch.Tensor, spec: bool) -> None:
