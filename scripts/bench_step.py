@@ -16,6 +16,7 @@ a GPU (`--tiny --device cpu` is a smoke run).
 
     python scripts/bench_step.py [--decode-loop device] [--batch-sizes 1,8,32] [--steps-per-sync 4]
     python scripts/bench_step.py --tiny --device cpu --dtype float32
+    python scripts/bench_step.py --prefill 8 --batch-sizes 1,4   # prefill per new prompt length, masked vs fresh
 """
 
 from __future__ import annotations
@@ -153,10 +154,16 @@ def main() -> None:
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing each batch, profile two more windows (torch.profiler) and print the N ops with "
                         "the most self CPU time and the N with the most device time")
+    p.add_argument("--prefill", type=int, default=0, metavar="N",
+                   help="instead: the target's prefill at N new prompt lengths per batch size, ms per call, through "
+                        "the masked attention every forward takes and through a prefill's causal attention (fresh)")
     args = p.parse_args()
     device, dtype = torch.device(args.device), ckpt.DTYPES[args.dtype]
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     target, drafter = random_pair("tiny" if args.tiny else "qwen3-8b", dtype, device, args.verify_len)
+    if args.prefill:
+        time_prefills(target, batch_sizes, args.prompt_len, args.prefill, device)
+        return
     max_seq = args.prompt_len + (args.windows + 3) * args.steps_per_sync * args.verify_len + 64
     engine = TorchEngine(target, drafter, None, max_batch_size=max(batch_sizes), max_seq_len=max_seq,
                          decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync)
@@ -172,6 +179,38 @@ def main() -> None:
               f"{100 * (step - model) / step:>8.1f}%")
         if args.profile:
             profile_windows(engine, bs, args.prompt_len, device, args.profile)
+
+
+@torch.inference_mode()
+def time_prefills(target, batch_sizes: list[int], prompt_len: int, lengths: int, device) -> None:
+    """The target's prefill (logits at each row's last token, taps) of `lengths` new prompt lengths around
+    prompt_len per batch size, then that many repeats of the last length: ms per call through the masked attention
+    (what every forward takes; on CUDA PyTorch runs it on cuDNN, which builds a plan per new shape) and through
+    causal_attention (fresh=True: what the engine's prefill runs). Each path gets lengths of its own (odd / even), so
+    neither finds the other's plans."""
+    target.tap_layer_ids = ckpt.default_target_layer_ids(len(target.model.layers), 5)
+    print(f"prefill of new prompt lengths (~{prompt_len} tokens), ms per call: median / slowest of {lengths} new "
+          f"lengths, median of {lengths} repeats of one")
+    print(f"{'batch':>5} {'path':>8} {'new len':>9} {'slowest':>9} {'repeat':>9}")
+    for bs in batch_sizes:
+        cache = target.new_cache(bs, prompt_len + 2 * lengths + 64)
+        slots = torch.arange(bs, device=device)
+        for fresh in (False, True):
+            times = []
+            for i in range(lengths + 1):
+                n = prompt_len + 2 * i + int(fresh) if i < lengths else prompt_len + 2 * (lengths - 1) + int(fresh)
+                for _ in range(1 if i < lengths else lengths):
+                    ids = torch.randint(1, target.cfg.vocab_size - 1, (bs, n), device=device)
+                    cache.set_lengths(slots, torch.zeros(bs, dtype=torch.long, device=device))
+                    sync(device)
+                    t0 = time.perf_counter()
+                    target(ids, cache, slots, logits_at=torch.full((bs, 1), n - 1, device=device), tap=True,
+                           max_length=n, fresh=fresh)
+                    sync(device)
+                    times.append(time.perf_counter() - t0)
+            new, repeat = times[:lengths], times[lengths:]
+            print(f"{bs:>5} {'fresh' if fresh else 'masked':>8} {1e3 * statistics.median(new):>9.2f} "
+                  f"{1e3 * max(new):>9.2f} {1e3 * statistics.median(repeat):>9.2f}", flush=True)
 
 
 def profile_windows(engine, bs: int, prompt_len: int, device, rows: int) -> None:

@@ -255,6 +255,49 @@ def test_target_bfloat16(make_pair, name):
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+def test_causal_attention_matches_the_masked_attention():
+    """A prefill's attention without a mask (causal_attention: what a prefill into empty caches runs on CUDA, where
+    the masked GQA call builds a cuDNN plan per prompt length) equals the masked one (`attention` with the causal
+    mask forward_positions makes) on every real token of right-padded rows; GQA and plain heads."""
+    from dflash_trt.models.layers import attention, causal_attention, forward_positions
+
+    g = torch.Generator().manual_seed(5)
+    for heads, kv_heads in ((8, 2), (4, 4)):
+        q = torch.randn(3, 11, heads, 16, generator=g)
+        k, v = torch.randn(3, 11, kv_heads, 16, generator=g), torch.randn(3, 11, kv_heads, 16, generator=g)
+        pos = forward_positions(torch.zeros(3, dtype=torch.long), 11, 11)
+        want = attention(q, k, v, pos.visible, 0.25)
+        got = causal_attention(q, k, v, 0.25)
+        assert got.shape == want.shape == (3, 11, heads * 16)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(causal_attention(q, k, v, 0.5), want, rtol=1e-3, atol=1e-3)  # the scale is used
+
+
+@pytest.mark.gpu
+@torch.no_grad()
+def test_fresh_prefill_on_gpu_matches_the_masked_forward(make_pair):
+    """On CUDA a prefill (`fresh`) attends through causal_attention: its logits, taps and cache entries equal the
+    masked forward's on every real token of a ragged batch."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from dflash_trt.models.target import load_target
+
+    target = load_target(make_pair("qwen3")[0], device="cuda")
+    target.tap_layer_ids = [1, 3]
+    g = torch.Generator().manual_seed(3)
+    lens = [9, 31, 17]
+    ids = random_ids(g, target.cfg.vocab_size, 3, max(lens)).cuda()
+    slots = torch.tensor([2, 0, 1], device="cuda")
+    out = {}
+    for fresh in (False, True):
+        cache = target.new_cache(4, 64)
+        logits, feats = target(ids, cache, slots, tap=True, fresh=fresh)
+        out[fresh] = (logits, feats, cache.read(0, slots, max(lens))[0])
+    for j, n in enumerate(lens):
+        for a, b in zip(out[False], out[True]):
+            torch.testing.assert_close(b[j, :n], a[j, :n], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", ["qwen3", "llama", "bias-llama"])
 @torch.no_grad()
 def test_target_batched_ragged_decode(models, name):

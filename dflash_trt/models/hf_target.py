@@ -394,9 +394,11 @@ class HfTarget(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: HfKVCache, slots: torch.Tensor, *,
                 logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
-                host_slots: list[int] | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """TargetModel.forward's contract: T new tokens per row at positions cache.lengths[slots] + 0..T-1 (right
-        padding allowed), lengths not advanced; returns (logits [N, K, V], features [N, T, taps * hidden] or None).
+                host_slots: list[int] | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None,
+                fresh: bool = False):
+        """TargetModel.forward's contract (but for `fresh`, unused: transformers attends with its own masks): T new
+        tokens per row at positions cache.lengths[slots] + 0..T-1 (right padding allowed), lengths not advanced;
+        returns (logits [N, K, V], features [N, T, taps * hidden] or None).
         Afterwards the caller may set each row's length to anything from its start to start + T (a hybrid target's
         linear-attention states follow at the row's next forward).
         tree (depth [N, T], ancestors [N, T, T] bool), as TargetModel.forward takes it: the T tokens are the nodes of a

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 class RMSNorm(nn.Module):
@@ -202,6 +203,21 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
         attn_mask=visible[:, None], scale=scale, enable_gqa=bool(q.shape[2] != k.shape[2]),
     )
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """q [N, T, Hq, D], k/v [N, T, Hkv, D] of the same T tokens, token i attending to tokens 0..i (a prefill into empty
+    caches; right-padded rows' real tokens only see real ones) -> [N, T, Hq*D], without a mask: K/V heads repeated to
+    q's and SDPA's flash or memory-efficient kernel (math where neither applies), never cuDNN, which PyTorch picks on
+    CUDA for `attention`'s masked GQA and which builds a plan per new shape: 40-700 ms for every new prompt length
+    (H200, torch 2.11)."""
+    rep = q.shape[2] // k.shape[2]
+    if rep > 1:
+        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                                             scale=scale)
     return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
 
 

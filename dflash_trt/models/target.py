@@ -16,8 +16,8 @@ from torch import nn
 
 from dflash_trt import checkpoint as ckpt
 from dflash_trt.models.kv_cache import KVCache, slot_span
-from dflash_trt.models.layers import (Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention, forward_positions,
-                                     span_visible)
+from dflash_trt.models.layers import (Attention, Fused, RMSNorm, RotaryEmbedding, SwiGLU, attention, causal_attention,
+                                     forward_positions, span_visible)
 
 
 class DecoderLayer(nn.Module):
@@ -111,7 +111,8 @@ class TargetModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor, *,
                 logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
-                host_slots: list[int] | slice | tuple | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None):
+                host_slots: list[int] | slice | tuple | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None,
+                fresh: bool = False):
         """Run T new tokens per sequence.
 
         input_ids [N, T]: sequence n's tokens go to positions cache.lengths[slots[n]] + 0..T-1 (right padding is fine:
@@ -123,6 +124,9 @@ class TargetModel(nn.Module):
         tree (depth [N, T], ancestors [N, T, T] bool): the T tokens are the nodes of a draft tree (spec/tree.py): token
         i is still written at position start + i, but its RoPE position is start + depth[i] and it attends to the cache
         before start and to the nodes j with ancestors[:, i, j] (the tree attention mask) instead of to 0..i.
+        fresh: the slots' caches are empty (a prefill): on CUDA the tokens attend causally among themselves through
+        `causal_attention` (no mask, no cache read; PyTorch's choice for the masked call, cuDNN, builds a plan for every
+        new prompt length), elsewhere as any forward.
         Returns (logits [N, K, V], features [N, T, len(tap_layer_ids) * hidden] or None). Lengths are not advanced.
         """
         t = input_ids.shape[1]
@@ -135,12 +139,17 @@ class TargetModel(nn.Module):
         rows, within = slot_span(slots, host_slots)  # rows of other slots between them: read, not gathered
         visible = pos.visible if within is None else span_visible(pos.visible, within, rows.stop - rows.start)
         taps: dict[int, torch.Tensor] = {}
+        causal = fresh and tree is None and h.device.type == "cuda"
         for i, layer in enumerate(self.model.layers):
             x = layer.input_layernorm(h)
             q, k, v = layer.self_attn.project_qkv(x, cos, sin)
             cache.write(i, where, k, v)
-            keys, values = cache.read(i, rows, upto)
-            h = h + layer.self_attn.out(attention(q, keys, values, visible, layer.self_attn.scale, within))
+            if causal:
+                a = causal_attention(q, k, v, layer.self_attn.scale)
+            else:
+                keys, values = cache.read(i, rows, upto)
+                a = attention(q, keys, values, visible, layer.self_attn.scale, within)
+            h = h + layer.self_attn.out(a)
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if tap and i in self.tap_layer_ids:
                 taps[i] = h
