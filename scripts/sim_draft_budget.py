@@ -128,11 +128,14 @@ class Walk:
         return tau, equiv
 
 
-def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noise=0.0, drift=0.0, seed=0):
-    """Replays `policy` (a budget: choose/observe/forget, or a fixed Draft) over the traces in batches of
-    `batch_size` (continuous: as a server at that concurrency, the next request joins as soon as one finishes);
-    returns (tokens, seconds, τs). noise / drift: a window's time is its cost times exp(N(0, noise)) times the
-    machine's speed, a random walk in log with steps N(0, drift) (a shared CPU), seeded."""
+def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noise=0.0, drift=0.0, seed=0, steps=1):
+    """Replays `policy` (a budget: choose/observe_window/prepare/forget, or a fixed Draft) over the traces in batches
+    of `batch_size` (continuous: as a server at that concurrency, the next request joins as soon as one finishes);
+    returns (tokens, seconds, τs). Windows of `steps` steps of one draft (the device loop's steps_per_sync; a request
+    that finishes inside a window leaves at its end, the window's time is all its steps'), and, as the scheduler
+    does, a window's observations are handed over after the next window's choice (which does not see them yet).
+    noise / drift: a window's time is its cost times exp(N(0, noise)) times the machine's speed, a random walk in log
+    with steps N(0, drift) (a shared CPU), seeded."""
     import math
     import random
 
@@ -143,6 +146,16 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noi
     tokens, seconds, taus = sum(t["tokens"] for t in traces), 0.0, []
     waiting = list(enumerate(traces))
     live: list[Walk] = []
+    unobserved = None  # the last window's (walks, draft, τs, chains), not handed over yet
+
+    def hand_over():
+        walks, d, window_taus, chains = unobserved
+        policy.observe_window([w.rid for w in walks], d, window_taus, chains)
+        for w in walks:
+            if w.done:
+                policy.forget(w.rid)
+        policy.prepare()
+
     while waiting or live:
         if continuous or not live:
             while waiting and len(live) < batch_size:
@@ -154,19 +167,31 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noi
                 continue
         d = policy if fixed else policy.choose([w.rid for w in live], [w.trace["tokens"] - w.produced for w in live])
         speed += rng.gauss(0.0, drift) if drift else 0.0
-        took = cost(len(live), d) * math.exp(speed + (rng.gauss(0.0, noise) if noise else 0.0))
+        took = steps * cost(len(live), d) * math.exp(speed + (rng.gauss(0.0, noise) if noise else 0.0))
         seconds += took
         if not fixed:
-            policy.observe_time(len(live), d, took)
+            policy.observe_time(len(live), d, took / steps)
+            if unobserved is not None:
+                hand_over()
+        window_taus, chains = [], []
         for w in live:
-            tau, equiv = w.step(d)
-            if not fixed:
-                policy.observe(w.rid, d, [tau], [equiv] if equiv else ())
+            w_taus, w_chains = [], []
+            for _ in range(steps):
+                if w.done:
+                    break
+                tau, equiv = w.step(d)
+                w_taus.append(tau)
+                if equiv:
+                    w_chains.append(equiv)
+            window_taus.append(w_taus)
+            chains.append(w_chains)
+        unobserved = (list(live), d, window_taus, chains)
         for w in [w for w in live if w.done]:
             taus += w.taus
-            if not fixed:
-                policy.forget(w.rid)
         live = [w for w in live if not w.done]
+        if not live and not fixed:
+            hand_over()
+            unobserved = None
     return tokens, seconds, taus
 
 
@@ -233,6 +258,8 @@ def main(argv=None) -> int:
     p.add_argument("--traces", default=None, help="reuse the traces of an earlier run (its traces.json)")
     p.add_argument("--costs", default=None, help="reuse the window costs of an earlier run (its costs.json)")
     p.add_argument("--cost-prompts", type=int, default=24, help="batches per batch size timed for the cost table")
+    p.add_argument("--steps-per-window", type=int, default=1,
+                   help="steps per window (the device loop's steps_per_sync: 4 on a GPU; 1: the host loop)")
     p.add_argument("--continuous", action="store_true",
                    help="replay as a server at each concurrency (the next request joins as soon as one finishes) "
                         "instead of in batches that run to their end")
@@ -292,16 +319,16 @@ def main(argv=None) -> int:
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
               "results": {}}
-    jitter = (args.time_noise, args.machine_drift)
+    jitter, spw = (args.time_noise, args.machine_drift), args.steps_per_window
     for size in sizes:
         rows = {}
-        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous, *jitter)
+        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous, *jitter, steps=spw)
         rows["ar"] = (tokens / seconds, 1.0)
         for d in drafts:
-            tokens, seconds, taus = simulate(traces, size, d, table.cost, block, args.continuous, *jitter)
+            tokens, seconds, taus = simulate(traces, size, d, table.cost, block, args.continuous, *jitter, steps=spw)
             rows[str(d)] = (tokens / seconds, sum(taus) / max(len(taus), 1))
         budget = AutoBudget(block, CostTable(dict(believed)), trees=engine.auto_trees)
-        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block, args.continuous, *jitter)
+        tokens, seconds, taus = simulate(traces, size, budget, table.cost, block, args.continuous, *jitter, steps=spw)
         rows["auto"] = (tokens / seconds, sum(taus) / max(len(taus), 1))
         if size == 1:
             tokens, seconds = oracle(traces, table.cost, drafts, block)

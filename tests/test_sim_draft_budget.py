@@ -86,3 +86,30 @@ def test_continuous_arrivals_keep_every_requests_taus_and_fill_the_freed_slots(s
     assert tokens_c == tokens_b and sorted(taus_c) == sorted(taus_b)
     assert seconds_c == seconds_b  # the same steps, each costing its rows
     assert count_c < len(windows), (count_c, len(windows))  # a freed slot was refilled
+
+
+def test_windows_of_several_steps_replay_the_same_steps_and_hand_over_a_window_late(setup):
+    """steps=4 (the device loop's windows): a fixed draft's requests take the very steps they take in one-step
+    windows (the same τs), while a window costs all its steps even when its requests finish inside it; auto's
+    observations reach it a window late, as the scheduler hands them over (after the next window's choice)."""
+    engine, _, sim, traces = setup
+    block = engine.drafter.block_size
+    d = Draft("chain", 8)
+    one = sim.simulate(traces, 2, d, lambda n, draft: 1.0, block)
+    four = sim.simulate(traces, 2, d, lambda n, draft: 1.0, block, steps=4)
+    assert one[0] == four[0] and sorted(one[2]) == sorted(four[2])
+    assert one[1] <= four[1] < one[1] + 2 * 3 * len(traces)  # at most 3 idle steps per batch's window end
+
+    costs = {(n, dr): n * (1.0 if dr.size == 1 else 2.0 + dr.size / 8) for n in (1, 2) for dr in auto_drafts(block)}
+    budget = AutoBudget(block, CostTable(dict(costs), refine=False))
+    seen = []
+    choose = budget.choose
+
+    def spy(requests, left=None):
+        seen.append(budget.curve.trials[0])
+        return choose(requests, left)
+
+    budget.choose = spy
+    sim.simulate(traces, 1, budget, CostTable(costs, refine=False).cost, block, steps=4)
+    assert seen[0] == 0 and seen[1] == 0  # the first window's steps are not seen by the second window's choice
+    assert seen[2] > 0 and budget.curve.trials[0] > 0  # ... but by the third's
