@@ -109,9 +109,10 @@ STEP_VARIANTS_REF = (1, reference_ops())
 
 def _teacher_forced_margins(engine, sequence: list[int], prompt_len: int) -> list[float]:
     """top1 - top2 logit gap at each generated position, from one forward over the whole sequence."""
+    dev = engine.target.lm_head.weight.device
     cache = engine.target.new_cache(1, len(sequence) + 1)
     with torch.inference_mode():
-        logits, _ = engine.target(torch.tensor([sequence]), cache, torch.arange(1))
+        logits, _ = engine.target(torch.tensor([sequence], device=dev), cache, torch.arange(1, device=dev))
     top2 = logits[0, prompt_len - 1: len(sequence) - 1].float().topk(2, dim=-1).values
     return (top2[:, 0] - top2[:, 1]).tolist()
 

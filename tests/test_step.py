@@ -143,8 +143,19 @@ def test_cuda_graph_loop_matches_ar_on_gpu(dtype):
     assert dev.step_runner.graph_replays > 0
     if dtype == "float32":
         assert [r.token_ids for r in got] == [r.token_ids for r in ar]
-    else:  # bf16: verify-width rounding may split a near-tie late (README "Numerics")
-        assert all(g.token_ids[:8] == a.token_ids[:8] for g, a in zip(got, ar))
+    else:  # bf16: a K-token verify rounds unlike K one-token steps, so the two may part where the target's top two
+        # logits are within rounding of a tie (README "Numerics"), and only there
+        from test_spec_lossless import _teacher_forced_margins
+
+        compared = 0
+        for g, a in zip(got, ar):
+            ids = a.prompt_token_ids
+            parted = next((i for i, (x, y) in enumerate(zip(g.token_ids, a.token_ids)) if x != y), None)
+            if parted is not None:
+                margin = _teacher_forced_margins(host, ids + a.token_ids, len(ids))[parted]
+                assert margin < 0.1, f"parted from AR at token {parted}, where the target's margin is {margin:.3f}"
+            compared += len(a.token_ids) if parted is None else parted
+        assert compared >= len(PROMPTS) * 64 // 2
     sampled = SamplingParams(max_new_tokens=32, temperature=0.7, seed=1)
     if dtype == "float32":
         assert [r.token_ids for r in dev.generate(PROMPTS, sampled)] == \
