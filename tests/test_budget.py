@@ -330,11 +330,13 @@ def test_a_tree_measurement_in_an_ar_stretch_is_priced_and_learnt_as_a_probe():
         table.probe_factor = factor
         budget = AutoBudget(16, table, trees=(16,), tree_probe_every=2, probe_every=10**6)
         budget.observe("a", chain(16), [1] * 20)  # drafts rejected: AR is best
-        picks = [budget.choose(["a"]) for _ in range(4000)]
-        first[factor] = next(i for i, d in enumerate(picks) if d.tree)
-        assert all(d == chain(1) for d in picks[: first[factor]])
+        picks = []
+        while len(picks) < 4000 and not (picks and picks[-1].tree):
+            picks.append(budget.choose(["a"]))
+        first[factor] = len(picks) - 1
+        assert picks[-1].tree and all(d == chain(1) for d in picks[:-1])
     assert first[4.0] > 3 * first[1.0]
-    budget.observe_time(1, Draft("tree", 16), 3.0 * 8.0)  # the tree window cost 8x its entry
+    budget.observe_time(1, Draft("tree", 16), 3.0 * 8.0)  # the tree window (the last chosen) cost 8x its entry
     assert table.probe_factor == pytest.approx(math.sqrt(4.0 * 8.0), rel=0.05)
 
 
@@ -614,3 +616,85 @@ def test_kept_observations_are_taken_in_as_if_one_by_one():
             assert kept.acceptance(r, Draft("tree", size)) == pytest.approx(each.acceptance(r, Draft("tree", size)))
     assert list(kept.curve.trials) == pytest.approx(list(each.curve.trials))
     assert kept._expected_tokens(live) == pytest.approx(each._expected_tokens(live))
+
+
+def test_a_choice_made_ahead_is_the_choice_made_then_and_a_stale_one_is_forgotten():
+    """choose_ahead (a scheduler on a GPU, while the device runs a window) chooses the next window's draft as choose()
+    would then with the same estimates: the same drafts, probes and tree measurements window after window, and the
+    same decision state (clock, probe counters). Made for a batch that then changes (a request finished, tokens
+    left below the block), it is dropped and choose() decides as if it had never been made."""
+    rng = np.random.default_rng(3)
+    costs = {(n, d): (1.0 if d == chain(1) else 2.0 + d.size / 16) for n in (1, 2, 4) for d in auto_drafts(16, AUTO_TREES)}
+
+    def budget():
+        return AutoBudget(16, CostTable(dict(costs), refine=False), trees=AUTO_TREES, probe_every=2,
+                          tree_probe_every=3, explore_share=1.0)
+
+    ahead, plain = budget(), budget()
+    live, left, hits = ["a", "b"], {"a": 200, "b": 60}, 0
+    picks = []
+    for window in range(80):
+        lefts = [left[r] for r in live]
+        hits += ahead._ahead is not None and ahead._ahead[0] == ahead._batch_key(live, lefts)
+        got, want = ahead.choose(live, lefts), plain.choose(live, lefts)
+        assert got == want, window
+        picks.append(got)
+        # the window's steps: acceptance changes over time, so auto moves between drafts, AR stretches and probes
+        good = window % 30 < 15
+        taus = [[int(min(got.max_tau(16), rng.integers(1, 12 if good else 2)))] for _ in live]
+        chains = [[(9, min(t[0], 9))] for t in taus] if got.tree else []
+        for b in (ahead, plain):
+            b.observe_time(len(live), got, costs[(min(len(live), 4), got)])
+            b.observe_window(live, got, taus, chains)
+            b.prepare()
+        for r, t in zip(live, taus):
+            left[r] -= t[0]
+        finished = [r for r in live if left[r] <= 0]
+        for r in finished:
+            live.remove(r)
+            for b in (ahead, plain):
+                b.forget(r)
+        if len(live) < 2:
+            live.append(f"r{window}")
+            left[live[-1]] = int(rng.integers(20, 120))
+        # ahead of the next window, for this window's batch with at least what is left after it (a lower bound)
+        ahead.choose_ahead(live, [left[r] - 16 for r in live])
+        assert ahead._decision() == plain._decision()  # made ahead, nothing changed yet
+    assert len(set(picks)) >= 3 and any(p.size == 1 for p in picks) and any(p.tree for p in picks)
+    assert 25 <= hits < 80  # choices made ahead were used; some batches changed (or their caps)
+    stale = budget()
+    fresh = budget()
+    stale.choose_ahead(["x", "y"], [100, 100])
+    assert stale.choose(["x"], [100]) == fresh.choose(["x"], [100])  # a request finished: chosen anew
+    assert stale._decision() == fresh._decision()
+
+
+def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
+    """The scheduler's choose_ahead path (on by default on CUDA only, where the device runs the window meanwhile),
+    forced on here on CPU: four requests through two slots (joins and finishes change the batch) give AR's tokens,
+    and choices made ahead are used."""
+    engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=2,
+                                         max_seq_len=256)
+    engine.draft_costs = flat_costs(k1=1.0, drafting=1.5, sizes=(1, 2))
+    prompts = [p for p in PROMPTS][:4]
+    params = SamplingParams(max_new_tokens=48)
+    ar = engine.generate(prompts, params, use_drafter=False)
+    sched = engine.new_scheduler(draft="auto")
+    assert not sched._choose_ahead  # CPU: the host runs the window itself
+    sched._choose_ahead = True
+    budget, hits, choose = sched.budget, [], sched.budget.choose
+
+    def spy(requests, left=None):
+        hits.append(budget._ahead is not None and budget._ahead[0] == budget._batch_key(requests, left))
+        return choose(requests, left)
+
+    budget.choose = spy
+    for i, p in enumerate(prompts):
+        sched.add(i, p, params)
+    done = {}
+    while sched.has_work:
+        for event in sched.step():
+            if event.finished:
+                done[event.index] = event.result.token_ids
+    assert [done[i] for i in range(4)] == [a.token_ids for a in ar]
+    assert sum(hits) >= 3 and not all(hits)

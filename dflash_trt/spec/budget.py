@@ -267,6 +267,9 @@ class Fixed:
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
         pass
 
+    def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> None:
+        pass
+
     def prepare(self) -> None:
         pass
 
@@ -321,6 +324,7 @@ class AutoBudget:
     _defers: tuple = field(init=False, default=((), False))  # (key, defers_context's answer)
     _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
+    _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states)
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
@@ -408,10 +412,15 @@ class AutoBudget:
 
     def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> Draft:
         """The next window's draft for a batch of `requests`; `left`: the tokens each one may still emit (None: no
-        limit)."""
+        limit). What choose_ahead chose, if it chose for this batch."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == self._batch_key(requests, left) and ahead[2] == self._decision()[:-1]:
+            self._set_decision(ahead[3])
+            return ahead[1]
         n = len(requests)
         clock = self.tree_clock
         clock.windows += 1
+        self._probing = None
         expected = self._expected_tokens(requests, left)
         costs = {d: self.cost.cost(n, d) for d in self.drafts}
         rates = {d: expected[d] / costs[d] for d in self.drafts}
@@ -448,6 +457,31 @@ class AutoBudget:
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
         self._probing = probe
         return probe
+
+    def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> None:
+        """Choose the next window's draft ahead, for a batch of these requests with (at least) these tokens left: a
+        scheduler on a GPU calls it while the device runs the current window, and the next choose() returns it if its
+        batch is this one (the same requests at the same caps, nothing chosen in between) — else it chooses anew, as
+        if this had not been called. On an H200's host choose() took ~130 us of a ~5 ms window between two windows,
+        where the device waits for it. The choice is made before the current window's time and steps are taken in
+        (they reach the one after): the estimates lag a window more."""
+        before = self._decision()
+        draft = self.choose(requests, left)
+        self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision())
+        self._set_decision(before)
+
+    def _batch_key(self, requests: Sequence[Hashable], left: Sequence[int] | None) -> tuple:
+        return tuple(requests), None if left is None else tuple(max(1, min(x, self.block_size)) for x in left)
+
+    def _decision(self) -> tuple:
+        """What choose() changes besides its caches: the tree clock, the AR stretch's probe counters and, last, whether
+        the window it chose is a probe (observe_time reads and clears that between two choices)."""
+        c = self.tree_clock
+        return c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._probing
+
+    def _set_decision(self, state: tuple) -> None:
+        c = self.tree_clock
+        c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._probing = state
 
     def prepare(self) -> None:
         """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), and bring
