@@ -81,7 +81,7 @@ REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request'
 REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
-REFRESH_STEPS = 4  # observed steps kept before prepare() takes them in (a 4-step window: every window)
+REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (the device loop's 4-step windows: every 4th)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
@@ -555,7 +555,8 @@ class AutoBudget:
         chain would have verified and accepted on the same step), so the chain estimate keeps learning while trees run
         and a tree is compared with the chain on the same text, not on the text it happened to be chosen for. Kept
         until prepare() takes them in (every REFRESH_STEPS steps: with one-step windows, numpy's per-call cost per
-        window had made auto's windows ~5 % dearer on this CPU at batch 1)."""
+        window had made auto's windows ~5 % dearer on this CPU at batch 1; every 16 steps instead of 4: auto 2-3 %
+        faster in-process at batch 1, level at batch 8, and replayed on traces its choices lose nothing to the lag)."""
         if draft.size < 2:
             return
         chains = ([list(c) for c in chain_equivalent] if draft.tree
