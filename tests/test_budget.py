@@ -670,9 +670,9 @@ def test_a_choice_made_ahead_is_the_choice_made_then_and_a_stale_one_is_forgotte
 
 
 def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
-    """The scheduler's choose_ahead path (on by default on CUDA only, where the device runs the window meanwhile),
-    forced on here on CPU: four requests through two slots (joins and finishes change the batch) give AR's tokens,
-    and choices made ahead are used."""
+    """The scheduler's path where the device runs the window meanwhile (on by default on CUDA only: every window's
+    observations taken in, the next draft chosen ahead), forced on here on CPU: four requests through two slots (joins
+    and finishes change the batch) give AR's tokens, and choices made ahead are used."""
     engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=2,
                                          max_seq_len=256)
     engine.draft_costs = flat_costs(k1=1.0, drafting=1.5, sizes=(1, 2))
@@ -680,8 +680,8 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
     params = SamplingParams(max_new_tokens=48)
     ar = engine.generate(prompts, params, use_drafter=False)
     sched = engine.new_scheduler(draft="auto")
-    assert not sched._choose_ahead  # CPU: the host runs the window itself
-    sched._choose_ahead = True
+    assert not sched._overlap  # CPU: the host runs the window itself
+    sched._overlap = True
     budget, hits, choose = sched.budget, [], sched.budget.choose
 
     def spy(requests, left=None):

@@ -81,7 +81,7 @@ REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request'
 REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
-REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (the device loop's 4-step windows: every 4th)
+REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (where the host waits for it: on CPU)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
@@ -272,7 +272,7 @@ class Fixed:
     def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> None:
         pass
 
-    def prepare(self) -> None:
+    def prepare(self, now: bool = False) -> None:
         pass
 
     def defers_context(self, n: int) -> bool:
@@ -485,14 +485,15 @@ class AutoBudget:
         c = self.tree_clock
         c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._probing = state
 
-    def prepare(self) -> None:
-        """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), and bring
-        the E-by-depth tables up to date with what was taken in: per row of counts (row 0: a request not observed
-        yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at once
+    def prepare(self, now: bool = False) -> None:
+        """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), or `now`
+        (a scheduler whose device runs the window meanwhile, where taking them in costs the window nothing), and
+        bring the E-by-depth tables up to date with what was taken in: per row of counts (row 0: a request not
+        observed yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at once
         (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests, 2-4 %
         of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the device
         runs the window, so that choose() only looks rows up."""
-        if self._pending and (self._pending_steps >= REFRESH_STEPS or not any(self.curve.trials)):
+        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not any(self.curve.trials)):
             self._take_in()
         key = (self._forgotten, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
