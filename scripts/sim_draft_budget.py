@@ -322,7 +322,8 @@ def main(argv=None) -> int:
     jitter, spw = (args.time_noise, args.machine_drift), args.steps_per_window
     for size in sizes:
         rows = {}
-        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous, *jitter, steps=spw)
+        tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous, *jitter,
+                                      steps=spw)
         rows["ar"] = (tokens / seconds, 1.0)
         for d in drafts:
             tokens, seconds, taus = simulate(traces, size, d, table.cost, block, args.continuous, *jitter, steps=spw)

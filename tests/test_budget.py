@@ -624,7 +624,8 @@ def test_a_choice_made_ahead_is_the_choice_made_then_and_a_stale_one_is_forgotte
     same decision state (clock, probe counters). Made for a batch that then changes (a request finished, tokens
     left below the block), it is dropped and choose() decides as if it had never been made."""
     rng = np.random.default_rng(3)
-    costs = {(n, d): (1.0 if d == chain(1) else 2.0 + d.size / 16) for n in (1, 2, 4) for d in auto_drafts(16, AUTO_TREES)}
+    costs = {(n, d): (1.0 if d == chain(1) else 2.0 + d.size / 16)
+             for n in (1, 2, 4) for d in auto_drafts(16, AUTO_TREES)}
 
     def budget():
         return AutoBudget(16, CostTable(dict(costs), refine=False), trees=AUTO_TREES, probe_every=2,

@@ -111,8 +111,8 @@ class TargetModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor, *,
                 logits_at: torch.Tensor | None = None, tap: bool = False, max_length: int | None = None,
-                host_slots: list[int] | slice | tuple | None = None, tree: tuple[torch.Tensor, torch.Tensor] | None = None,
-                fresh: bool = False):
+                host_slots: list[int] | slice | tuple | None = None,
+                tree: tuple[torch.Tensor, torch.Tensor] | None = None, fresh: bool = False):
         """Run T new tokens per sequence.
 
         input_ids [N, T]: sequence n's tokens go to positions cache.lengths[slots[n]] + 0..T-1 (right padding is fine:

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# GPU run of 2026-11-26 (session 2, run 4): tree lift on paired depths; draft budgets twice.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=$PWD:/tmp/site PYTHON=python3 PYTHONUNBUFFERED=1
+R=/tmp/r; mkdir -p $R; pack() { tar czf $OUT/results.tar.gz -C /tmp r; }
+date > $R/env.txt; git log --oneline -1 >> $R/env.txt 2>&1; git status --short >> $R/env.txt 2>&1
+cp .whl/run.sh $R/
+DFLASH_CUDA_ARCHS=90 scripts/build_plugins.sh > $R/build.log 2>&1 || echo BUILD FAILED
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; pack; }
+el budget
+timeout 100 python3 scripts/bench_draft_budget.py --device cuda --num-prompts 80 --batch-sizes 1,8,16 --warmup 4 \
+  --output $R/draft_budget > $R/bench_draft_budget.txt 2>&1; echo "rc $?" >> $R/bench_draft_budget.txt
+el budget2
+timeout 100 python3 scripts/bench_draft_budget.py --device cuda --num-prompts 80 --batch-sizes 1,8,16 --warmup 4 \
+  --modes tree:16,tree:32,auto --output $R/draft_budget2 > $R/bench_draft_budget2.txt 2>&1; echo "rc $?" >> $R/bench_draft_budget2.txt
+el gpu-tests
+timeout 60 python3 -m pytest -q -m gpu -rs tests/test_step.py --durations=5 > $R/gpu_tests.log 2>&1; echo "rc $?" >> $R/gpu_tests.log
+el done
