@@ -464,9 +464,10 @@ class AutoBudget:
         """Choose the next window's draft ahead, for a batch of these requests with (at least) these tokens left: a
         scheduler on a GPU calls it while the device runs the current window, and the next choose() returns it if its
         batch is this one (the same requests at the same caps, nothing chosen in between) — else it chooses anew, as
-        if this had not been called. On an H200's host choose() took ~130 us of a ~5 ms window between two windows,
-        where the device waits for it. The choice is made before the current window's time and steps are taken in
-        (they reach the one after): the estimates lag a window more."""
+        if this had not been called. On an H200's host choose() took ~50-130 us between two ~5 ms windows, where the
+        device waits for it. The choice sees the estimates choose() would see then (the current window's steps are
+        handed over after the next window is launched either way), but not the current window's time: the cost table
+        lags a window more."""
         before = self._decision()
         draft = self.choose(requests, left)
         self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision())
