@@ -289,15 +289,15 @@ class BatchScheduler:
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
-        draft = self.budget.choose([live.request_id for live in batch],
-                                   [live.req.params.max_new_tokens - len(live.outputs) for live in batch])
+        ids = [live.request_id for live in batch]
+        left = [live.req.params.max_new_tokens - len(live.outputs) for live in batch]
+        draft = self.budget.choose(ids, left)
         launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
                                       tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
         if self._overlap:  # the batch's tokens left after this window are at least these
             most = self.steps_per_sync * draft.max_tau(self.engine.drafter.block_size)
-            self.budget.choose_ahead([live.request_id for live in batch],
-                                     [live.req.params.max_new_tokens - len(live.outputs) - most for live in batch])
+            self.budget.choose_ahead(ids, [x - most for x in left])
         out = self.runner.read(launched)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
