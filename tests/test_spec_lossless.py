@@ -117,6 +117,19 @@ def _teacher_forced_margins(engine, sequence: list[int], prompt_len: int) -> lis
     return (top2[:, 0] - top2[:, 1]).tolist()
 
 
+def _tokens_equal_until_a_near_tie(engine, prompts: list[list[int]], ar, spec) -> int:
+    """bf16: spec output equals AR's until its first divergence, which may only come where the target's top-2
+    logits are within a few bf16 ulps (gap < 0.1, teacher-forced along AR's output); returns the tokens compared."""
+    checked = 0
+    for prompt, a, s in zip(prompts, ar, spec):
+        diverged = next((i for i, (x, y) in enumerate(zip(a.token_ids, s.token_ids)) if x != y), None)
+        if diverged is not None:
+            margin = _teacher_forced_margins(engine, list(prompt) + a.token_ids, len(prompt))[diverged]
+            assert margin < 0.1, f"spec left AR at token {diverged}, where the target's margin is {margin:.3f}"
+        checked += len(a.token_ids) if diverged is None else diverged
+    return checked
+
+
 def test_greedy_spec_equals_ar_bfloat16(make_pair):
     """bf16 (the CUDA dtype) through the same code. bf16 matmuls are not batch-invariant (a K-token verify rounds
     differently from K one-token steps), so argmax may legitimately flip where the target itself is within rounding of
@@ -130,13 +143,7 @@ def test_greedy_spec_equals_ar_bfloat16(make_pair):
     oracle = _engine(pair, variant, _full_sequences(PROMPTS, ar), corrupt=0.2)
     assert oracle.target.lm_head.weight.dtype == torch.bfloat16
     spec = oracle.generate(PROMPTS, params, verify_len=8)
-    checked = 0
-    for prompt, a, s in zip(PROMPTS, ar, spec):
-        margins = _teacher_forced_margins(engine, list(prompt) + a.token_ids, len(prompt))
-        diverged = next((i for i, (x, y) in enumerate(zip(a.token_ids, s.token_ids)) if x != y), None)
-        if diverged is not None:
-            assert margins[diverged] < 0.1, f"spec left AR at token {diverged} where the target had a clear winner"
-        checked += len(a.token_ids) if diverged is None else diverged
+    checked = _tokens_equal_until_a_near_tie(engine, PROMPTS, ar, spec)
     assert checked >= len(PROMPTS) * 24 // 2  # most of the tokens were compared
 
 
