@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     choices: collections.Counter = collections.Counter()
     choose = budget_module.AutoBudget.choose
 
-    def counting_choose(self, requests, left=None):
-        d = choose(self, requests, left)
+    def counting_choose(self, requests, left=None, length=None):
+        d = choose(self, requests, left, length)
         choices[(len(requests), str(d))] += 1
         return d
 
@@ -81,10 +81,10 @@ def main(argv=None) -> int:
     timing = {"mode": None, "size": None}
 
     def recording(observe_time):
-        def observe(self, n, draft, seconds_per_step):
+        def observe(self, n, draft, seconds_per_step, length=None):
             if n == timing["size"] and timing["mode"] is not None:
                 step_times[(timing["mode"], str(draft))].append(seconds_per_step)
-            return observe_time(self, n, draft, seconds_per_step)
+            return observe_time(self, n, draft, seconds_per_step, length)
         return observe
 
     budget_module.AutoBudget.observe_time = recording(budget_module.AutoBudget.observe_time)
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         batches = [prompts[i: i + size] for i in range(0, len(prompts), size)]
         engine.generate(batches[0][:1], SamplingParams(max_new_tokens=8), draft="auto")  # auto's cost table
         measured = engine._cost_table[2].seconds if engine._cost_table else {}
-        costs = {f"n={n} {d}": round(s * 1e3, 4) for (n, d), s in sorted(measured.items()) if n in (1, size)}
+        costs = {_entry(key): round(s * 1e3, 4) for key, s in sorted(measured.items()) if key[0] in (1, size)}
         print(f"batch {size}: auto's measured cost table, ms per step: {costs}", flush=True)
         all_modes = ["ar"] + modes
         for batch in batches[: args.warmup]:
@@ -161,7 +161,8 @@ def main(argv=None) -> int:
         table = engine._cost_table[2] if engine._cost_table else None
         if table is not None:  # what auto learnt online: the machine's drift and its probes' cost over their entries
             print(f"  auto's cost table after the run: drift {table.drift:.3f}, probe factor {table.probe_factor:.3f}; "
-                  + ", ".join(f"n={n} {d} {s * 1e3:.4f} ms" for (n, d), s in sorted(table.seconds.items()) if n == 1),
+                  + ", ".join(f"{_entry(key)} {s * 1e3:.4f} ms" for key, s in sorted(table.seconds.items())
+                              if key[0] == 1),
                   flush=True)
         best_fixed = max((m for m in modes if m != "auto"), key=lambda m: rows[m]["tok_s"], default=None)
         auto_choices = {f"n={n} {d}": c for (n, d), c in sorted(choices.items())}
@@ -205,6 +206,11 @@ def main(argv=None) -> int:
                              f"({1e3 * r['capture_s']:.0f}) | {r['steady_tok_s']:.1f} | {r['steady_vs_ar']:.3f}x |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["equal_to_ar"] for res in report["results"].values() for r in res["rows"].values()) else 1
+
+
+def _entry(key: tuple) -> str:
+    """A cost table entry's name: n=<batch> <draft> (and L=<cache length> where the table has lengths)."""
+    return f"n={key[0]} {key[1]}" + (f" L={key[2]}" if len(key) == 3 else "")
 
 
 if __name__ == "__main__":

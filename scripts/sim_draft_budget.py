@@ -225,12 +225,12 @@ def measure_window_costs(engine, prompts, batch_size, drafts, max_new_tokens):
     observe = budget_module.Fixed.observe_time
     mode = [None]
 
-    def record(self, n, draft, seconds_per_step):
+    def record(self, n, draft, seconds_per_step, length=None):
         times.setdefault((n, mode[0]), []).append(seconds_per_step)
 
     auto_choose, auto_observe = budget_module.AutoBudget.choose, budget_module.AutoBudget.observe_time
     budget_module.Fixed.observe_time = budget_module.AutoBudget.observe_time = record
-    budget_module.AutoBudget.choose = lambda self, requests, left=None: budget_module.Draft("chain", 1)
+    budget_module.AutoBudget.choose = lambda self, requests, left=None, length=None: budget_module.Draft("chain", 1)
     try:
         params = SamplingParams(max_new_tokens=max_new_tokens)
         batches = [prompts[i: i + batch_size] for i in range(0, len(prompts), batch_size)]
@@ -293,8 +293,8 @@ def main(argv=None) -> int:
         kind, size = text.split(":")
         return Draft(kind, int(size))
 
-    def keyed(entries: dict) -> dict:  # costs.json's {"n|draft": seconds} -> {(n, draft): seconds}
-        return {(int(n), d): s for (n, d), s in ((key.split("|"), s) for key, s in entries.items())}
+    def keyed(entries: dict) -> dict:  # costs.json's {"n|draft[|length]": seconds} -> {(n, draft[, length]): seconds}
+        return {(int(n), d, *map(int, at)): s for (n, d, *at), s in ((key.split("|"), s) for key, s in entries.items())}
 
     drafts = [parse(d) for d in DRAFTS]
     if args.costs:
@@ -309,13 +309,14 @@ def main(argv=None) -> int:
             raw.update({f"{n}|{d}": s for (n, d), s in timed.items() if f"{n}|{d}" not in raw})
         engine.draft_costs = None
         engine.draft_budget("auto", block)  # the startup cost table auto works with when serving
-        startup = {f"{n}|{d}": s for (n, d), s in engine.draft_costs.items()}
+        startup = {"|".join(map(str, key)): s for key, s in engine.draft_costs.items()}
     windows = keyed(raw)
     window = {(n, parse(d)): s for (n, d), s in windows.items() if d != "ar"}
     table = CostTable.measured(window, refine=False)
     plain_ar = CostTable.measured({(n, Draft("chain", 1)): s for (n, d), s in windows.items() if d == "ar"},
                                   refine=False)
-    believed = {(n, parse(d)): s for (n, d), s in keyed(startup).items()}
+    # the startup table (by cache length: the replay, which knows no lengths, prices every window at its shortest)
+    believed = {(n, parse(d), *at): s for (n, d, *at), s in keyed(startup).items()}
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
               "results": {}}
@@ -358,12 +359,13 @@ def main(argv=None) -> int:
         lines += ["", "Cost of each draft relative to K = 1: the startup table auto starts from (`SpecStep.measure_costs`)"
                   " / the measured windows' medians:", "",
                   "| batch | " + " | ".join(str(d) for d in drafts[1:]) + " |", "|---" * len(drafts) + "|"]
+        start = CostTable(dict(believed), refine=False)  # (at its shortest cache length, as the replay prices it)
         for size in sizes:
             one = Draft("chain", 1)
-            if (size, one) not in believed or (size, one) not in window:
+            if size not in start.sizes(one) or (size, one) not in window:
                 continue
-            cells = [f"{believed[(size, d)] / believed[(size, one)]:.2f} / {window[(size, d)] / window[(size, one)]:.2f}"
-                     if (size, d) in believed and (size, d) in window else "-" for d in drafts[1:]]
+            cells = [f"{start.cost(size, d) / start.cost(size, one):.2f} / {window[(size, d)] / window[(size, one)]:.2f}"
+                     if size in start.sizes(d) and (size, d) in window else "-" for d in drafts[1:]]
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0

@@ -23,6 +23,7 @@ from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
 from dflash_trt.spec.budget import (AUTO_TREES, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, TreeClock,
                                     auto_drafts, candidates)
+from dflash_trt.spec.step import COST_LENGTHS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
 
@@ -75,6 +76,32 @@ def test_cost_table_interpolates_and_is_monotone():
     assert 1.0 < r.cost(1, c1) < 2.0 and r.drift > 1.0
     with pytest.raises(ValueError, match="a Draft"):
         CostTable({(1, 1): 1.0})
+
+
+def test_cost_table_by_cache_length():
+    """Entries timed at several cache lengths: linear between them, the nearest segment's slope beyond (never below
+    half the shortest's entry), made monotone in the length too; a window refines its draft's entry at every length
+    alike; keys with and without lengths do not mix, and every entry needs every length."""
+    c1, c8 = chain(1), chain(8)
+    t = CostTable.measured({(1, c1, 100): 1.0, (1, c1, 300): 2.0, (1, c8, 100): 4.0, (1, c8, 300): 4.5,
+                            (4, c1, 100): 2.0, (4, c1, 300): 1.5, (4, c8, 100): 8.0, (4, c8, 300): 10.0}, refine=False)
+    assert t.lengths == [100, 300] and t.seconds[(4, c1, 300)] == 2.0  # shorter cannot cost more: noise
+    assert t.cost(1, c1, 200) == pytest.approx(1.5) and t.cost(1, c1, 500) == pytest.approx(3.0)
+    assert t.cost(1, c1, 0) == pytest.approx(0.5)  # 1.0 - 100 * 0.005: at the floor, half the shortest's entry
+    assert t.cost(1, c1, 60) == pytest.approx(0.8) and t.cost(1, c1) == 1.0  # no length: the shortest's entry
+    assert t.cost(2, c8, 300) == pytest.approx((4.5 * 2 + 10.0) / 3)  # between batch sizes, at a measured length
+    # the choice follows the context: AR's share of a chain:8 step grows with the length here
+    assert t.cost(1, c1, 100) / t.cost(1, c8, 100) < t.cost(1, c1, 1000) / t.cost(1, c8, 1000)
+    r = CostTable({(1, c1, 100): 1.0, (1, c1, 300): 2.0})
+    r.observe(1, c1, 3.0, length=200)  # 2x its entry at 200 (1.5): the drift takes most, the entry scales alike
+    assert r.drift > 1.0 and r.seconds[(1, c1, 300)] / r.seconds[(1, c1, 100)] == pytest.approx(2.0)
+    assert r.seconds[(1, c1, 100)] > 1.0
+    r.observe(2, c1, 3.0, length=100)  # an unmeasured batch size starts from the interpolation at every length
+    assert {key for key in r.seconds if key[0] == 2} == {(2, c1, 100), (2, c1, 300)}
+    with pytest.raises(ValueError, match="all be"):
+        CostTable({(1, c1): 1.0, (1, c8, 100): 2.0})
+    with pytest.raises(ValueError, match="cache length 300"):
+        CostTable({(1, c1, 100): 1.0, (1, c1, 300): 2.0, (1, c8, 100): 2.0})
 
 
 def test_cost_refinement_follows_the_machine_for_every_draft_and_a_draft_slowly():
@@ -386,10 +413,10 @@ class Scripted(Fixed):
         super().__init__(chain(16))
         self.ks, self.i, self.seen, self.defer = list(ks), 0, [], defer
 
-    def defers_context(self, n):  # defer: every prompt joins as if the batch were held at AR (spec/step.py prefill)
+    def defers_context(self, n, length=None):  # defer: every prompt joins as if the batch were held at AR (spec/step.py prefill)
         return self.defer
 
-    def choose(self, requests, left=None):
+    def choose(self, requests, left=None, length=None):
         k = self.ks[self.i % len(self.ks)]
         self.i += 1
         self.seen.append(k)
@@ -552,8 +579,10 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     assert engine.draft_costs is None
     r1 = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), draft="auto")
     costs = dict(engine.draft_costs)
-    drafts = auto_drafts(16, AUTO_TREES)  # chains and the trees auto considers on a native target
-    assert {(n, d) for n in (1, 2, 4) for d in drafts} == set(costs) and all(v > 0 for v in costs.values())
+    drafts = auto_drafts(16, AUTO_TREES)  # chains and the trees auto considers on a native target, at cache lengths
+    lengths = {min(at, 128 - 32 - 1) for at in COST_LENGTHS}  # ... capped so a tree:32 window fits max_seq_len 128
+    assert {(n, d, at) for n in (1, 2, 4) for d in drafts for at in lengths} == set(costs)
+    assert all(v > 0 for v in costs.values())
     first = engine.new_scheduler(draft="auto").budget.cost
     assert first.seconds != costs  # the first run's windows refined the engine's table ...
     engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=4), draft="auto")
@@ -685,9 +714,9 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
     sched._overlap = True
     budget, hits, choose = sched.budget, [], sched.budget.choose
 
-    def spy(requests, left=None):
+    def spy(requests, left=None, length=None):
         hits.append(budget._ahead is not None and budget._ahead[0] == budget._batch_key(requests, left))
-        return choose(requests, left)
+        return choose(requests, left, length)
 
     budget.choose = spy
     for i, p in enumerate(prompts):

@@ -122,7 +122,7 @@ def test_windows_that_compile_are_not_taken_for_costs(eager):
         step.read = recording
         try:
             scheduler = engine.new_scheduler(draft="chain:5")
-            scheduler.budget.observe_time = lambda n, draft, seconds: observed.append(seconds)
+            scheduler.budget.observe_time = lambda n, draft, seconds, length: observed.append(seconds)
             scheduler.add(0, PROMPTS[0], SamplingParams(max_new_tokens=40, ignore_eos=True))
             while scheduler.has_work:
                 scheduler.step()

@@ -137,9 +137,9 @@ def test_a_windows_cost_counts_the_callers_work_until_the_next_window_not_prefil
 
     seen, windows = [], []
     sched = engine.new_scheduler(draft="chain:4")
-    sched.budget.observe_time = lambda n, draft, seconds: seen.append(seconds)
+    sched.budget.observe_time = lambda n, draft, seconds, length: seen.append(seconds)
     choose = sched.budget.choose
-    sched.budget.choose = lambda requests, left: windows.append(len(requests)) or choose(requests, left)
+    sched.budget.choose = lambda requests, left, length: windows.append(len(requests)) or choose(requests, left, length)
     sched.add("a", PROMPTS[0], SamplingParams(max_new_tokens=16, ignore_eos=True))
     sched.step()  # prefill + the first window
     w1 = sched.decode_s

@@ -91,7 +91,8 @@ class BatchScheduler:
         self.prefill_s = 0.0  # total time spent in prefills / decode windows (what generate reports per run)
         self.decode_s = 0.0
         self.max_active = 0  # the largest number of requests that shared one decode window
-        # The last window's (n, draft, seconds, when it ended, prefill_s then), while requests remained: its cost as
+        # The last window's (n, draft, longest cache, seconds, when it ended, prefill_s then), while requests remained:
+        # its cost as
         # the budget learns it also counts the caller's work until the next window (delivering its events), which
         # an AR window pays per token and a drafted one per several (prefills in between are not the window's).
         self._last_window: tuple | None = None
@@ -268,7 +269,8 @@ class BatchScheduler:
     def _prefill(self, new: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()
         # requests joining a batch the budget would hold at AR: the drafter takes their prompt in if it ever drafts
-        defer = self.spec and self.budget.defers_context(len(self._active) + len(new))
+        joined = list(self._active.values()) + new
+        defer = self.spec and self.budget.defers_context(len(joined), _longest_cache(joined))
         tokens, done = self.runner.prefill([live.slot_request() for live in new], self.spec, defer)
         elapsed = time.perf_counter() - t0
         self.prefill_s += elapsed
@@ -282,22 +284,24 @@ class BatchScheduler:
     def _decode(self, batch: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()
         if self._last_window is not None:
-            n, draft, seconds, ended, prefill_s = self._last_window
+            n, draft, length, seconds, ended, prefill_s = self._last_window
             between = t0 - ended - (self.prefill_s - prefill_s)
-            self.budget.observe_time(n, draft, (seconds + min(max(between, 0.0), seconds)) / self.steps_per_sync)
+            self.budget.observe_time(n, draft, (seconds + min(max(between, 0.0), seconds)) / self.steps_per_sync,
+                                     length)
             self._last_window = None
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
         self.last_batch_size = len(slots)
         ids = [live.request_id for live in batch]
         left = [live.req.params.max_new_tokens - len(live.outputs) for live in batch]
-        draft = self.budget.choose(ids, left)
+        length = _longest_cache(batch)  # what the window's attention reads: the cost depends on it
+        draft = self.budget.choose(ids, left, length)
         launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
                                       tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
         if self._overlap:  # the batch's tokens left after this window are at least these
             most = self.steps_per_sync * draft.max_tau(self.engine.drafter.block_size)
-            self.budget.choose_ahead(ids, [x - most for x in left])
+            self.budget.choose_ahead(ids, [x - most for x in left], length + self.steps_per_sync)
         out = self.runner.read(launched)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
@@ -313,7 +317,13 @@ class BatchScheduler:
             self._observe()
         # a window that compiled or captured a graph: its time says nothing of what its steps cost
         if not out.warmup and self._active:  # the next window follows as soon as the caller has taken these events
-            self._last_window = (len(slots), draft, elapsed, time.perf_counter(), self.prefill_s)
+            self._last_window = (len(slots), draft, length, elapsed, time.perf_counter(), self.prefill_s)
         elif not out.warmup:  # the batch is done: whatever the caller does next is not this window's cost
-            self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync)
+            self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync, length)
         return events
+
+
+def _longest_cache(batch: list[_Live]) -> int:
+    """The longest target cache among these requests (their tokens but the last, which the next step verifies; a
+    request not prefilled yet counts its prompt): a step's attention reads that many positions per row."""
+    return max(len(live.req.ids) + len(live.outputs) for live in batch) - 1

@@ -127,79 +127,123 @@ def candidates(block_size: int) -> list[int]:
 
 @dataclass
 class CostTable:
-    """Seconds per step, by batch size n and draft (a `Draft`), measured at a few batch sizes: linear interpolation
-    between them (beyond the largest: proportional to n). Refined online (`observe`)."""
+    """Seconds per step, by batch size n, draft (a `Draft`) and the batch's cache length, measured at a few batch sizes
+    and lengths: linear interpolation between them (beyond the largest n: proportional to n; beyond the measured
+    lengths: the nearest segment's slope, and below the shortest no less than half its entry). Keys (n, draft) make a
+    table that does not depend on the length. Refined online (`observe`).
 
-    seconds: dict[tuple[int, Draft], float]  # (n, draft) -> seconds per step, at the table's own machine speed
+    Why the length: attention reads every cached position, and a longer chain or tree reads them for more query rows,
+    so the ratios that decide change with the context. Timed at one length (256) while the workload's caches held
+    26-286 positions (eagle_gsm8k, 128 new tokens), the CPU table put AR at batch 8 at 0.27x chain:8's step, where
+    those windows took 0.23x: auto drafted at batch 8 for 0.95x AR; timed at 128 it held AR, 1.03x AR (2026-11-26)."""
+
+    seconds: dict[tuple, float]  # (n, draft, cache length) or (n, draft) -> seconds per step, at the table's speed
     refine: bool = True
     drift: float = 1.0  # the machine's speed now relative to the table's (window time / table entry), learnt online
     probe_factor: float = 1.0  # what probes' windows cost over their entries (geometric mean): see AutoBudget.choose
 
     def __post_init__(self):
-        for (n, d), s in self.seconds.items():
-            if not (isinstance(n, int) and n >= 1 and isinstance(d, Draft) and d.size >= 1 and s > 0):
-                raise ValueError(f"cost table entry ({n}, {d!r}) -> {s}: needs n >= 1, a Draft, seconds > 0")
+        arity = {len(key) if isinstance(key, tuple) else 0 for key in self.seconds}
+        if not arity <= {2, 3} or len(arity) > 1:
+            raise ValueError("cost table keys must all be (n, draft) or all (n, draft, cache length)")
+        for key, s in self.seconds.items():
+            n, d, length = key if len(key) == 3 else key + (1,)
+            if not (isinstance(n, int) and n >= 1 and isinstance(d, Draft) and d.size >= 1 and isinstance(length, int)
+                    and length >= 1 and s > 0):
+                raise ValueError(f"cost table entry {key!r} -> {s}: needs n >= 1, a Draft, a cache length >= 1, "
+                                 "seconds > 0")
+        self.lengths: list[int | None] = sorted({key[2] for key in self.seconds}) if arity == {3} else [None]
         self._sizes: dict[Draft, list[int]] = {}  # per draft, the batch sizes measured (cost() runs per window)
-        for n, d in sorted(self.seconds):
+        for n, d in sorted({key[:2] for key in self.seconds}):
+            missing = [length for length in self.lengths if self._key(n, d, length) not in self.seconds]
+            if missing:
+                raise ValueError(f"cost table: ({n}, {d}) has no entry at cache length {missing[0]} (every batch size "
+                                 "and draft needs one at each length the table has)")
             self._sizes.setdefault(d, []).append(n)
 
+    def _key(self, n: int, d: Draft, length: int | None) -> tuple:
+        return (n, d) if length is None else (n, d, length)
+
     @classmethod
-    def measured(cls, seconds: dict[tuple[int, Draft], float], refine: bool = True) -> "CostTable":
-        """A table from timings, made monotone (a step never costs less with a longer chain, a bigger tree or more
-        rows: a timing that says so is noise), so noise cannot make a larger draft look free."""
+    def measured(cls, seconds: dict[tuple, float], refine: bool = True) -> "CostTable":
+        """A table from timings, made monotone (a step never costs less with a longer chain, a bigger tree, more rows
+        or a longer cache: a timing that says so is noise), so noise cannot make a larger draft look free."""
         table = dict(seconds)
-        for n, kind in sorted({(n, d.kind) for n, d in table}):
+
+        def ascending(keys):
             running = 0.0
-            for d in sorted(d for nn, d in table if nn == n and d.kind == kind):
-                running = table[(n, d)] = max(table[(n, d)], running)
-        for d in sorted({d for _, d in table}):
-            running = 0.0
-            for n in sorted(n for n, dd in table if dd == d):
-                running = table[(n, d)] = max(table[(n, d)], running)
+            for key in sorted(keys):
+                running = table[key] = max(table[key], running)
+
+        rest = lambda key: key[2:]  # noqa: E731  (the length, where the table has one)
+        for n, kind, r in {(key[0], key[1].kind, rest(key)) for key in table}:  # chains by K, trees by N
+            ascending([key for key in table if key[0] == n and key[1].kind == kind and rest(key) == r])
+        for d, r in {(key[1], rest(key)) for key in table}:  # by rows
+            ascending([key for key in table if key[1] == d and rest(key) == r])
+        for n, d in {key[:2] for key in table}:  # by length
+            ascending([key for key in table if key[:2] == (n, d)])
         return cls(table, refine)
 
     def sizes(self, d: Draft) -> list[int]:
         return self._sizes.get(d, [])
 
-    def cost(self, n: int, k: Draft) -> float:
-        if (n, k) in self.seconds:
-            return self.seconds[(n, k)]
+    def cost(self, n: int, k: Draft, length: int | None = None) -> float:
+        """Seconds per step of n requests whose longest cache holds `length` positions (None: the shortest length
+        measured)."""
+        lengths = self.lengths
+        if length is None or len(lengths) == 1:
+            return self._over_n(n, k, lengths[0])
+        i = 0
+        while i < len(lengths) - 2 and length > lengths[i + 1]:
+            i += 1
+        a, b = lengths[i], lengths[i + 1]
+        lo, hi = self._over_n(n, k, a), self._over_n(n, k, b)
+        return max(lo + (hi - lo) * (length - a) / (b - a), 0.5 * lo)
+
+    def _over_n(self, n: int, k: Draft, length: int | None) -> float:
+        """The entry for n requests at a measured length: interpolated between the measured batch sizes."""
+        key = self._key(n, k, length)
+        if key in self.seconds:
+            return self.seconds[key]
         sizes = self.sizes(k)
         if not sizes:
             raise KeyError(f"no cost measured for {k}")
         lower = [s for s in sizes if s < n]
         upper = [s for s in sizes if s > n]
         if not lower:
-            return self.seconds[(upper[0], k)]
+            return self.seconds[self._key(upper[0], k, length)]
         if not upper:
             top = lower[-1]
-            return self.seconds[(top, k)] * n / top
+            return self.seconds[self._key(top, k, length)] * n / top
         a, b = lower[-1], upper[0]
         t = (n - a) / (b - a)
-        return (1 - t) * self.seconds[(a, k)] + t * self.seconds[(b, k)]
+        return (1 - t) * self.seconds[self._key(a, k, length)] + t * self.seconds[self._key(b, k, length)]
 
-    def observe(self, n: int, k: Draft, seconds_per_step: float) -> None:
-        """A window's measured seconds per step. The machine's speed drifts (a shared VM, clocks, other work), and it
-        drifts for every draft alike, while the choice depends only on the ratios between drafts: so a window's time
-        first moves `drift`, the machine's current speed relative to the table (fast), and only what the drift does
-        not explain moves the draft's own entry (slowly). Raw averages of window times judged each draft at the speed
-        of the minutes it last ran in (measured: auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without)."""
+    def observe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None) -> None:
+        """A window's measured seconds per step (its batch's longest cache: `length`). The machine's speed drifts (a
+        shared VM, clocks, other work), and it drifts for every draft alike, while the choice depends only on the
+        ratios between drafts: so a window's time first moves `drift`, the machine's current speed relative to the
+        table (fast), and only what the drift does not explain moves the draft's own entry (slowly; at every length
+        alike). Raw averages of window times judged each draft at the speed of the minutes it last ran in (measured:
+        auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without)."""
         if not self.refine or seconds_per_step <= 0:
             return
-        key = (n, k)
-        if key not in self.seconds:  # a batch size between the measured ones: starts from the interpolation
-            self.seconds[key] = self.cost(n, k)
+        if n not in self.sizes(k):  # a batch size between the measured ones: starts from the interpolation
+            for at in self.lengths:
+                self.seconds[self._key(n, k, at)] = self._over_n(n, k, at)
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
-        residual = math.log(seconds_per_step / (self.seconds[key] * self.drift))
+        residual = math.log(seconds_per_step / (self.cost(n, k, length) * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
-        self.seconds[key] *= math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
+        scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
+        for at in self.lengths:
+            self.seconds[self._key(n, k, at)] *= scale
 
-    def observe_probe(self, n: int, k: Draft, seconds_per_step: float) -> None:
+    def observe_probe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None) -> None:
         """A probe's window (the first drafting window after an AR stretch): its cost against its entry moves
         probe_factor halfway (in log), before `observe` takes the window as any other."""
         if not self.refine or seconds_per_step <= 0:
             return
-        ratio = seconds_per_step / (self.cost(n, k) * self.drift)
+        ratio = seconds_per_step / (self.cost(n, k, length) * self.drift)
         self.probe_factor = min(max(math.sqrt(self.probe_factor * ratio), 1 / MAX_PROBE_FACTOR), MAX_PROBE_FACTOR)
 
 
@@ -255,7 +299,8 @@ class Fixed:
     def __init__(self, draft: Draft):
         self.draft = draft
 
-    def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> Draft:
+    def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
+               length: int | None = None) -> Draft:
         return self.draft
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
@@ -266,16 +311,17 @@ class Fixed:
                        chain_equivalent: Sequence[Sequence[tuple[int, int]]] = ()) -> None:
         pass
 
-    def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
+    def observe_time(self, n: int, draft: Draft, seconds_per_step: float, length: int | None = None) -> None:
         pass
 
-    def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> None:
+    def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
+                     length: int | None = None) -> None:
         pass
 
     def prepare(self, now: bool = False) -> None:
         pass
 
-    def defers_context(self, n: int) -> bool:
+    def defers_context(self, n: int, length: int | None = None) -> bool:
         return False
 
     def forget(self, request_id: Hashable) -> None:
@@ -412,9 +458,11 @@ class AutoBudget:
 
     # ---- the choice ------------------------------------------------------------------------------------------------
 
-    def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> Draft:
+    def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
+               length: int | None = None) -> Draft:
         """The next window's draft for a batch of `requests`; `left`: the tokens each one may still emit (None: no
-        limit). What choose_ahead chose, if it chose for this batch."""
+        limit); `length`: the batch's longest cache (what its steps' attention reads; None: the cost table's
+        shortest). What choose_ahead chose, if it chose for this batch."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[0] == self._batch_key(requests, left) and ahead[2] == self._decision()[:-1]:
             self._set_decision(ahead[3])
@@ -424,7 +472,7 @@ class AutoBudget:
         clock.windows += 1
         self._probing = None
         expected = self._expected_tokens(requests, left)
-        costs = {d: self.cost.cost(n, d) for d in self.drafts}
+        costs = {d: self.cost.cost(n, d, length) for d in self.drafts}
         rates = {d: expected[d] / costs[d] for d in self.drafts}
         best = _argmax(rates)
         if best.size > 1 and not any(self.curve.trials):  # drafting pays at the prior, nothing measured yet: the
@@ -460,7 +508,8 @@ class AutoBudget:
         self._probing = probe
         return probe
 
-    def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> None:
+    def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
+                     length: int | None = None) -> None:
         """Choose the next window's draft ahead, for a batch of these requests with (at least) these tokens left: a
         scheduler on a GPU calls it while the device runs the current window, and the next choose() returns it if its
         batch is this one (the same requests at the same caps, nothing chosen in between) — else it chooses anew, as
@@ -469,7 +518,7 @@ class AutoBudget:
         handed over after the next window is launched either way), but not the current window's time: the cost table
         lags a window more."""
         before = self._decision()
-        draft = self.choose(requests, left)
+        draft = self.choose(requests, left, length)
         self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision())
         self._set_decision(before)
 
@@ -530,17 +579,17 @@ class AutoBudget:
         e[:, self._tree_columns] = np.maximum.accumulate(e[:, self._tree_columns], axis=1)
         return e
 
-    def defers_context(self, n: int) -> bool:
+    def defers_context(self, n: int, length: int | None = None) -> bool:
         """Whether requests joining a batch of n should leave their prompt out of the drafter (spec/step.py prefill:
         only its last rows wait, pending, for the drafter's next draft): at the drafter's curve over every request (the
         prior until measured), AR is the best choice for n requests — so their prompt would likely be taken in for
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
-        key = (n, self.curve.version)
+        key = (n, length, self.curve.version)
         if self._defers[0] != key:  # n requests at the global curve: the batch's rates are n times one request's
             g, lifts = self._estimates()
             row = self._at_caps(self._depth_tables(g[None], lifts), [self.block_size])[0]
             expected = dict(zip(self.drafts, row.tolist()))
-            self._defers = (key, _argmax({d: expected[d] / self.cost.cost(n, d) for d in self.drafts}).size == 1)
+            self._defers = (key, _argmax({d: expected[d] / self.cost.cost(n, d, length) for d in self.drafts}).size == 1)
         return self._defers[1]
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
@@ -605,11 +654,12 @@ class AutoBudget:
             paired.tree.add(ks, tree_taus)
             paired.chain.add(ks, [t for _, t in tree_chains])
 
-    def observe_time(self, n: int, draft: Draft, seconds_per_step: float) -> None:
+    def observe_time(self, n: int, draft: Draft, seconds_per_step: float, length: int | None = None) -> None:
+        """A window's seconds per step, for n requests whose longest cache held `length` positions when it started."""
         if self._probing == draft:
-            self.cost.observe_probe(n, draft, seconds_per_step)
+            self.cost.observe_probe(n, draft, seconds_per_step, length)
         self._probing = None
-        self.cost.observe(n, draft, seconds_per_step)
+        self.cost.observe(n, draft, seconds_per_step, length)
 
     def _row_of(self, request_id: Hashable) -> int:
         row = self._rows.get(request_id)

@@ -46,6 +46,7 @@ DEFERRED_CONTEXT = 112  # context rows a slot may hold beyond a block: AR steps 
 #                         their tap features there instead of running the drafter, which takes them in when it next
 #                         drafts; a slot whose rows are full keeps the newest half (SpecStep.launch)
 MIN_LENGTH_BUCKET = 64
+COST_LENGTHS = (128, 512)  # cache lengths the draft budget's cost table is timed at (SpecStep.measure_costs)
 
 
 def bucket_sizes(max_batch_size: int) -> list[int]:
@@ -643,22 +644,29 @@ class SpecStep:
             self.drafter_cache.lengths[rows] = 0
             self.context_counts[rows] = 0
 
-    def measure_costs(self, drafts: list[Draft], length: int = 256, repeats: int = 3,
-                      warm: int = 3) -> dict[tuple[int, Draft], float]:
-        """(n, draft) -> median seconds per step for n in the batch buckets and every draft (chain:1: an AR step of
-        the drafting engine, the drafter deferred). Round robin: every round times each (n, draft) once, so a machine
-        whose speed drifts (a shared VM, clocks) shifts every entry alike instead of the ones timed last — the choice
-        depends only on their ratios. Each timed step follows `warm` untimed ones of the same shape, as in a run, where
-        windows of one shape follow each other: after a big step (a tree at batch 16), an AR step at batch 8 took
-        4.8 / 4.6 / 3.9 / 3.1 / 3.0 ms with 0 / 1 / 2 / 4 / 8 steps of its own before it (CPU, fixture pair), while the
-        drafting steps, more work each, hardly change — timed cold, AR came out 30-40 % dearer against them than in a
-        run, and auto took probes for cheaper than they were. All slots must be free."""
-        shapes = [(n, d) for n in bucket_sizes(self.max_batch_size) for d in drafts]
-        times: dict[tuple[int, Draft], list[float]] = {s: [] for s in shapes}
+    def measure_costs(self, drafts: list[Draft], lengths: tuple[int, ...] = COST_LENGTHS, repeats: int = 3,
+                      warm: int = 3, warm_s: float = 0.02) -> dict[tuple[int, Draft, int], float]:
+        """(n, draft, cache length) -> median seconds per step for n in the batch buckets, every draft (chain:1: an AR
+        step of the drafting engine, the drafter deferred) and each of `lengths` (capped so the longest draft's window
+        fits max_seq_len; attention reads the whole cache, for more query rows the larger the draft, so the drafts'
+        ratios move with the context: spec.budget.CostTable interpolates between the lengths). Round robin: every round
+        times each entry once, so a machine whose speed drifts (a shared VM, clocks) shifts every entry alike instead
+        of the ones timed last — the choice depends only on their ratios. Each timed step follows untimed ones of the
+        same shape (at least `warm`, for at least `warm_s` seconds), as in a run, where windows of one shape follow each
+        other: after a big step (a tree at batch 16), an AR step at batch 8 took 4.8 / 4.6 / 3.9 / 3.1 / 3.0 ms with
+        0 / 1 / 2 / 4 / 8 steps of its own before it (CPU, fixture pair), while the drafting steps, more work each,
+        hardly change — timed cold, AR came out 30-40 % dearer against them than in a run, and auto took probes for
+        cheaper than they were; after 3 steps still 15-30 % (batch 8 at 128 positions: 2.8-2.9 ms, after 8 steps
+        2.2-2.5, a run of them 2.3). All slots must be free."""
+        top = max(1, self.max_seq_len - max(d.size for d in drafts) - 1)  # as _timed_step caps a length
+        lengths = sorted({min(length, top) for length in lengths})
+        shapes = [(n, d, length) for length in lengths for n in bucket_sizes(self.max_batch_size) for d in drafts]
+        times: dict[tuple[int, Draft, int], list[float]] = {s: [] for s in shapes}
         for _ in range(repeats):
-            for n, d in shapes:
-                for _ in range(warm):
-                    self._timed_step(n, d.size, True, length, d.tree)
-                times[(n, d)].append(self._timed_step(n, d.size, True, length, d.tree))
+            for n, d, length in shapes:
+                spent = sum(self._timed_step(n, d.size, True, length, d.tree) for _ in range(warm))
+                while spent < warm_s:
+                    spent += self._timed_step(n, d.size, True, length, d.tree)
+                times[(n, d, length)].append(self._timed_step(n, d.size, True, length, d.tree))
         self._free_timing_graphs()  # the device loop's windows capture their own
         return {s: sorted(t)[len(t) // 2] for s, t in times.items()}
