@@ -150,7 +150,7 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noi
 
     def hand_over():
         walks, d, window_taus, chains = unobserved
-        policy.observe_window([w.rid for w in walks], d, window_taus, chains)
+        policy.observe_window([w.rid for w in walks], d, window_taus, chains, [w.done for w in walks])
         for w in walks:
             if w.done:
                 policy.forget(w.rid)

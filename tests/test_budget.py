@@ -235,6 +235,32 @@ def test_auto_caps_a_requests_expected_tokens_by_what_it_has_left():
     three = AutoBudget.expected_tokens(budget.acceptance("a"), 3)
     assert capped[chain(16)] == capped[chain(4)] == three < full[chain(16)]
 
+def test_a_finished_requests_last_step_counts_no_rejection():
+    """A request that finished in a window (a stop token, its budget) had its last step cut there: that step verified
+    nothing past what it emitted, so it counts as accepted up to its τ and rejected nowhere (else each finished request
+    would teach a rejection at the depth its text ended). With every request's last token to go, AR is chosen without
+    a probe or a tree measurement (no draft can emit more, and a cut step teaches nothing)."""
+    costs = flat_costs()
+    cut, open_ = AutoBudget(16, CostTable(costs)), AutoBudget(16, CostTable(costs))
+    for budget, finished in ((cut, [True, False]), (open_, [False, False])):
+        budget.observe_window(["a", "b"], chain(16), [[16, 3], [16, 3]], finished=finished)
+        budget.prepare(now=True)
+    # depth 3 (index 2): a trial in b's last step and a's first only where a's last step was not cut
+    assert cut.curve.trials[2] == 3 and open_.curve.trials[2] == 4
+    assert cut.curve.accepted[2] == open_.curve.accepted[2] == 2
+    assert cut.curve.trials[1] == open_.curve.trials[1] == 4  # depths it emitted count either way
+    # a tree's step and its argmax chain's are cut at what the tree emitted: the tree rejected nothing, the chain
+    # (which left the accepted path at depth 4, above the cut) still counts its rejection there
+    tree = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
+    tree.observe_window(["a"], Draft("tree", 16), [[5]], [[(8, 4)]], finished=[True])
+    tree.prepare(now=True)
+    paired = tree.tree_curves[16]
+    assert paired.tree.trials.sum() == paired.tree.accepted.sum() == 4
+    assert paired.chain.trials.sum() == 4 and paired.chain.accepted.sum() == 3
+    clock = tree.tree_clock.windows
+    assert tree.choose(["a", "b"], left=[1, 1]) == chain(1) and tree.tree_clock.windows == clock
+
+
 def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
     costs = {(1, chain(k)): 1.0 + k / 16 for k in candidates(16)}

@@ -96,10 +96,10 @@ class BatchScheduler:
         # the budget learns it also counts the caller's work until the next window (delivering its events), which
         # an AR window pays per token and a drafted one per several (prefills in between are not the window's).
         self._last_window: tuple | None = None
-        # The last window's observations (its requests, draft, τs, tree chain equivalents), which the budget takes in
-        # while the device runs the next window (or at once when none follows): on a GPU the bookkeeping is then off
-        # the critical path, and choose() finds its estimates ready (measured on an H200, auto's choose + observe
-        # after each 4-step window was 0.25-0.45 ms of a ~5 ms window at batch 8-16).
+        # The last window's observations (its requests, draft, τs, tree chain equivalents, which requests finished),
+        # which the budget takes in while the device runs the next window (or at once when none follows): on a GPU the
+        # bookkeeping is then off the critical path, and choose() finds its estimates ready (measured on an H200,
+        # auto's choose + observe after each 4-step window was 0.25-0.45 ms of a ~5 ms window at batch 8-16).
         self._unobserved: tuple | None = None
         # Where the device runs a window while the host waits for it (CUDA), the host's work then is free: the budget
         # takes every window's observations in (elsewhere every REFRESH_STEPS steps), and the next window's draft is
@@ -258,9 +258,9 @@ class BatchScheduler:
         """The budget takes in the last window's observations (then forgets its requests that have ended since) and
         brings its estimates up to date (AutoBudget.prepare)."""
         if self._unobserved is not None:
-            batch, draft, taus, chains = self._unobserved
+            batch, draft, taus, chains, finished = self._unobserved
             self._unobserved = None
-            self.budget.observe_window([live.request_id for live in batch], draft, taus, chains)
+            self.budget.observe_window([live.request_id for live in batch], draft, taus, chains, finished)
             for live in batch:
                 if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
                     self.budget.forget(live.request_id)
@@ -310,7 +310,7 @@ class BatchScheduler:
             live.stats.taus.extend(taus)
             live.stats.ks.extend([draft.size] * len(taus))
             live.stats.decode_s += elapsed
-        self._unobserved = (batch, draft, out.taus, out.chain_equivalent)
+        self._unobserved = (batch, draft, out.taus, out.chain_equivalent, out.done)
         events = [self._finish(live, new) if done else StepEvent(live.request_id, new, False)
                   for live, new, done in zip(batch, out.new_tokens, out.done)]
         if not self._active:  # no window follows to hide it behind

@@ -308,7 +308,8 @@ class Fixed:
         pass
 
     def observe_window(self, requests: Sequence[Hashable], draft: Draft, taus: Sequence[Sequence[int]],
-                       chain_equivalent: Sequence[Sequence[tuple[int, int]]] = ()) -> None:
+                       chain_equivalent: Sequence[Sequence[tuple[int, int]]] = (),
+                       finished: Sequence[bool] = ()) -> None:
         pass
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float, length: int | None = None) -> None:
@@ -467,6 +468,9 @@ class AutoBudget:
         if ahead is not None and ahead[0] == self._batch_key(requests, left) and ahead[2] == self._decision()[:-1]:
             self._set_decision(ahead[3])
             return ahead[1]
+        if left is not None and max(left) <= 1:  # every request's last token: no draft emits more, AR costs least
+            self._probing = None
+            return Draft("chain", 1)
         n = len(requests)
         clock = self.tree_clock
         clock.windows += 1
@@ -601,10 +605,14 @@ class AutoBudget:
             self._take_in()
 
     def observe_window(self, requests: Sequence[Hashable], draft: Draft, taus: Sequence[Sequence[int]],
-                       chain_equivalent: Sequence[Sequence[tuple[int, int]]] = ()) -> None:
+                       chain_equivalent: Sequence[Sequence[tuple[int, int]]] = (),
+                       finished: Sequence[bool] = ()) -> None:
         """A window's steps, per request: τ per step; for a tree, also (K, τ) of its argmax chain per step (what a
         chain would have verified and accepted on the same step), so the chain estimate keeps learning while trees run
-        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for. Kept
+        and a tree is compared with the chain on the same text, not on the text it happened to be chosen for; and
+        whether the request finished in the window: its last step stopped at a stop token or its budget, which cut
+        τ there — it counts as a step that could accept no more (else every finished request would count a rejection
+        its drafter never made, at the depth where its text ended). Kept
         until prepare() takes them in (every REFRESH_STEPS steps: with one-step windows, numpy's per-call cost per
         window had made auto's windows ~5 % dearer on this CPU at batch 1; every 16 steps instead of 4: auto 2-3 %
         faster in-process at batch 1, level at batch 8, and replayed on traces its choices lose nothing to the lag)."""
@@ -612,6 +620,9 @@ class AutoBudget:
             return
         chains = ([list(c) for c in chain_equivalent] if draft.tree
                   else [[(draft.size, t) for t in r_taus] for r_taus in taus])
+        for c, r_taus, done in zip(chains, taus, finished):
+            if done and c:  # its last step: as deep as what it emitted (its chain's τ is cut there too)
+                c[-1] = (min(c[-1][0], r_taus[-1]), c[-1][1])
         self._pending.append((list(requests), draft, [list(t) for t in taus], chains))
         self._pending_steps += max((len(c) for c in chains), default=0)
 
