@@ -123,6 +123,36 @@ def test_cost_refinement_follows_the_machine_for_every_draft_and_a_draft_slowly(
     assert t.cost(2, c1) < 2.0
 
 
+def test_a_switch_is_priced_where_it_costs():
+    """A window right after one of another draft teaches that draft's switch factor (its time over its entry then),
+    not the drift nor its entry; the choice prices a change of draft with it, so where switching is dear (an AR step
+    after a drafting one, on a CPU) a near tie keeps the current draft instead of flipping every window, and a clear
+    gain still switches."""
+    c1, c2 = chain(1), chain(2)
+    table = CostTable({(1, c1): 1.0, (1, c2): 2.0})
+    table.observe(1, c1, 1.5, switched=True)
+    assert table.drift == 1.0 and table.seconds[(1, c1)] == 1.0 and table.switch[c1] > 1.0
+    # windows in order: an AR window after a chain:16 window is a switched one, the AR windows after it are not
+    costs = flat_costs(k1=1.0, drafting=2.0, trees=())
+    budget = AutoBudget(16, CostTable(costs), prior=[0.5] * 15)
+    for d, seconds in ((chain(16), 2.0), (c1, 1.6), (c1, 1.0), (c1, 1.0), (chain(16), 2.0), (c1, 1.6)):
+        budget.observe_time(1, d, seconds)
+    assert budget.cost.switch[c1] == pytest.approx(1.6 ** 0.19)  # two switched windows at 1.6x, moved 10 % each (log)
+    assert budget.cost.switch[chain(16)] == pytest.approx(1.0) and budget.cost.drift == pytest.approx(1.0)
+
+    def rates_tied(ar_switch: float) -> list[int]:
+        """E[τ] at 0.5 per depth ≈ 2 tokens for chain:16 at 2x AR's cost: a tie; AR's switch factor decides."""
+        table = CostTable(flat_costs(k1=1.0, drafting=2.0, trees=()), refine=False)
+        table.switch[c1] = ar_switch
+        b = AutoBudget(16, table, prior=[0.5] * 15, probe_every=10 ** 6)
+        b.curve.accepted[:], b.curve.trials[:] = 0.5 * 10 ** 6, 10 ** 6  # measured: 0.5 at every depth
+        b._last = chain(16)  # the window before was drafted
+        return [b.choose(["a"]).size for _ in range(4)]
+
+    assert rates_tied(1.0) == [1] * 4  # no switch cost: AR (the cheaper at a tie) from the first window
+    assert rates_tied(1.2) == [16] * 4  # AR 20 % dearer right after drafting: stay
+
+
 def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=1.2, trees=()), refine=False))
     assert budget.choose(["a"]) == chain(16)  # nothing measured yet: the largest K measures every position
@@ -182,7 +212,7 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     gaps = {}
     for told in (1.0, 3.0):
         table = CostTable(flat_costs(k1=1.0, drafting=3.0, trees=()))
-        table.observe = lambda *args: None  # the entries stay put; only the probes' factor is learnt
+        table.observe = lambda *args, **kwargs: None  # the entries stay put; only the probes' factor is learnt
         budget = AutoBudget(16, table, probe_every=3, explore_share=0.1)
         budget.observe("a", chain(16), [1] * 20)
         picks = []

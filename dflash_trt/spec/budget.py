@@ -141,6 +141,8 @@ class CostTable:
     refine: bool = True
     drift: float = 1.0  # the machine's speed now relative to the table's (window time / table entry), learnt online
     probe_factor: float = 1.0  # what probes' windows cost over their entries (geometric mean): see AutoBudget.choose
+    # per draft: what its windows cost over their entries right after a window of another draft (see observe)
+    switch: dict[Draft, float] = field(default_factory=dict)
 
     def __post_init__(self):
         arity = {len(key) if isinstance(key, tuple) else 0 for key in self.seconds}
@@ -219,14 +221,26 @@ class CostTable:
         t = (n - a) / (b - a)
         return (1 - t) * self.seconds[self._key(a, k, length)] + t * self.seconds[self._key(b, k, length)]
 
-    def observe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None) -> None:
+    def observe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None,
+                switched: bool = False) -> None:
         """A window's measured seconds per step (its batch's longest cache: `length`). The machine's speed drifts (a
         shared VM, clocks, other work), and it drifts for every draft alike, while the choice depends only on the
         ratios between drafts: so a window's time first moves `drift`, the machine's current speed relative to the
         table (fast), and only what the drift does not explain moves the draft's own entry (slowly; at every length
         alike). Raw averages of window times judged each draft at the speed of the minutes it last ran in (measured:
-        auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without)."""
+        auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without).
+
+        A window that followed one of another draft (`switched`) moves only that draft's switch factor: its cost over
+        its entry then. A step's cost depends on the step before it: on this CPU an AR step at batch 4 took 2.53 ms
+        right after a chain:8 step, 2.36 after one AR step, 2.14 in a run of them (its weights and activations evicted
+        from the caches by the bigger step), while chain:8 after AR cost what it does in a run."""
         if not self.refine or seconds_per_step <= 0:
+            return
+        if switched:
+            ratio = seconds_per_step / (self.cost(n, k, length) * self.drift)
+            factor = self.switch.get(k, 1.0)
+            factor *= math.exp(DRIFT_RATE * (math.log(ratio) - math.log(factor)))
+            self.switch[k] = min(max(factor, 1 / MAX_PROBE_FACTOR), MAX_PROBE_FACTOR)
             return
         if n not in self.sizes(k):  # a batch size between the measured ones: starts from the interpolation
             for at in self.lengths:
@@ -366,6 +380,8 @@ class AutoBudget:
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
+    _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
+    _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
     _prefixes: tuple = field(init=False, default=((), None))  # (key, every row's E by depth: see prepare)
@@ -468,6 +484,11 @@ class AutoBudget:
         if ahead is not None and ahead[0] == self._batch_key(requests, left) and ahead[2] == self._decision()[:-1]:
             self._set_decision(ahead[3])
             return ahead[1]
+        self._last = self._choose(requests, left, length)
+        return self._last
+
+    def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
+        """choose() without the ahead choice."""
         if left is not None and max(left) <= 1:  # every request's last token: no draft emits more, AR costs least
             self._probing = None
             return Draft("chain", 1)
@@ -477,20 +498,26 @@ class AutoBudget:
         self._probing = None
         expected = self._expected_tokens(requests, left)
         costs = {d: self.cost.cost(n, d, length) for d in self.drafts}
-        rates = {d: expected[d] / costs[d] for d in self.drafts}
+        # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe):
+        # where switching is dear, a near tie no longer flips the choice every window
+        switch = self.cost.switch
+        now = {d: c if d == self._last else c * switch.get(d, 1.0) for d, c in costs.items()}
+        rates = {d: expected[d] / now[d] for d in self.drafts}
         best = _argmax(rates)
         if best.size > 1 and not any(self.curve.trials):  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
-        # what a window of d loses against the best choice: its time (its entry times `factor`) beyond what the best
-        # takes for the tokens d is expected to emit
-        regret = lambda d, factor=1.0: costs[d] * factor - expected[d] / rates[best]  # noqa: E731
-        clock.since_s += costs[best]
+        def regret(d: Draft, factor: float | None = None) -> float:
+            """What a window of d loses against the best choice: its time (its entry times `factor`, else as priced
+            now) beyond what the best takes for the tokens d is expected to emit."""
+            return (now[d] if factor is None else costs[d] * factor) - expected[d] / rates[best]
+
+        clock.since_s += now[best]
         # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
         held = best.size == 1
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             tree = Draft("tree", size)
             if (self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and clock.windows % self.tree_probe_every == 0
-                    and self.explore_share * clock.since_s >= regret(tree, self.cost.probe_factor if held else 1.0)):
+                    and self.explore_share * clock.since_s >= regret(tree, self.cost.probe_factor if held else None)):
                 clock.since_s = 0.0
                 if held:
                     self._probing = tree  # its window teaches probe_factor, as a probe's does
@@ -499,7 +526,7 @@ class AutoBudget:
             self._at_one, self._probe_interval, self._held_s = 0, self.probe_every, 0.0
             return best
         self._at_one += 1
-        self._held_s += costs[best]
+        self._held_s += now[best]
         probe = _argmax({d: v for d, v in rates.items() if d.size > 1})
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
@@ -530,14 +557,15 @@ class AutoBudget:
         return tuple(requests), None if left is None else tuple(max(1, min(x, self.block_size)) for x in left)
 
     def _decision(self) -> tuple:
-        """What choose() changes besides its caches: the tree clock, the AR stretch's probe counters and, last, whether
-        the window it chose is a probe (observe_time reads and clears that between two choices)."""
+        """What choose() changes besides its caches: the tree clock, the AR stretch's probe counters, the draft it
+        chose and, last, whether the window it chose is a probe (observe_time reads and clears that between two
+        choices)."""
         c = self.tree_clock
-        return c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._probing
+        return c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._last, self._probing
 
     def _set_decision(self, state: tuple) -> None:
         c = self.tree_clock
-        c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._probing = state
+        c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._last, self._probing = state
 
     def prepare(self, now: bool = False) -> None:
         """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), or `now`
@@ -666,11 +694,15 @@ class AutoBudget:
             paired.chain.add(ks, [t for _, t in tree_chains])
 
     def observe_time(self, n: int, draft: Draft, seconds_per_step: float, length: int | None = None) -> None:
-        """A window's seconds per step, for n requests whose longest cache held `length` positions when it started."""
-        if self._probing == draft:
+        """A window's seconds per step, for n requests whose longest cache held `length` positions when it started (the
+        windows in order: one of another draft than the window observed before it teaches that draft's switch
+        factor; a probe's, the probe factor)."""
+        switched, self._observed = self._observed is not None and self._observed != draft, draft
+        probe = self._probing == draft
+        if probe:
             self.cost.observe_probe(n, draft, seconds_per_step, length)
         self._probing = None
-        self.cost.observe(n, draft, seconds_per_step, length)
+        self.cost.observe(n, draft, seconds_per_step, length, switched=switched and not probe)
 
     def _row_of(self, request_id: Hashable) -> int:
         row = self._rows.get(request_id)
