@@ -634,6 +634,11 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=4, max_seq_len=128)
     assert engine.draft_costs is None
     r1 = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), draft="auto")
+    # every drafted step is taken in by the time the run ends (fewer than REFRESH_STEPS of them: at the end, not on
+    # the clock), less at most a request's last step where drafted (cut at τ = 1, it verified nothing past its token)
+    drafted = sum(k > 1 for r in r1 for k in r.stats.ks)
+    cut = sum(r.stats.ks[-1] > 1 for r in r1)
+    assert drafted - cut <= engine.draft_curve.trials[0] <= drafted and drafted > 0
     costs = dict(engine.draft_costs)
     drafts = auto_drafts(16, AUTO_TREES)  # chains and the trees auto considers on a native target, at cache lengths
     lengths = {min(at, 128 - 32 - 1) for at in COST_LENGTHS}  # ... capped so a tree:32 window fits max_seq_len 128
@@ -676,7 +681,7 @@ def test_kept_observations_are_taken_in_as_if_one_by_one():
     rng = np.random.default_rng(1)
     kept = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
     each = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
-    live = ["a", "b", "c"]
+    live, gone = ["a", "b", "c"], []
     taken = 0
     for step in range(60):
         size = int(rng.choice([4, 8, 16, 32]))
@@ -690,9 +695,9 @@ def test_kept_observations_are_taken_in_as_if_one_by_one():
         for r, t, c in zip(live, taus, chains or [()] * len(live)):
             each.observe(r, draft, t, c)
         if step % 17 == 16:  # a request ends with steps kept; another joins
-            gone = live.pop(0)
-            kept.forget(gone)
-            each.forget(gone)
+            gone.append(live.pop(0))
+            kept.forget(gone[-1])
+            each.forget(gone[-1])
             live.append(f"r{step}")
     assert 0 < taken < 60  # taken in every few windows, not every window
     for r in live + [None]:
@@ -701,6 +706,8 @@ def test_kept_observations_are_taken_in_as_if_one_by_one():
             assert kept.acceptance(r, Draft("tree", size)) == pytest.approx(each.acceptance(r, Draft("tree", size)))
     assert list(kept.curve.trials) == pytest.approx(list(each.curve.trials))
     assert kept._expected_tokens(live) == pytest.approx(each._expected_tokens(live))
+    # the rows of the requests that ended are freed once their kept steps are in: they read the global curve again
+    assert not set(gone) & set(kept._rows) and kept.acceptance(gone[0]) == kept.acceptance(None)
 
 
 def test_a_choice_made_ahead_is_the_choice_made_then_and_a_stale_one_is_forgotten():

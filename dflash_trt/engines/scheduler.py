@@ -254,9 +254,10 @@ class BatchScheduler:
         self._release(live.slot)
         return StepEvent(live.request_id, new, True, reason, self._result(live, reason))
 
-    def _observe(self) -> None:
+    def _observe(self, now: bool = False) -> None:
         """The budget takes in the last window's observations (then forgets its requests that have ended since) and
-        brings its estimates up to date (AutoBudget.prepare)."""
+        brings its estimates up to date (AutoBudget.prepare); `now`: everything kept is taken in (no window follows:
+        the budget may be dropped with its scheduler)."""
         if self._unobserved is not None:
             batch, draft, taus, chains, finished = self._unobserved
             self._unobserved = None
@@ -264,7 +265,7 @@ class BatchScheduler:
             for live in batch:
                 if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
                     self.budget.forget(live.request_id)
-        self.budget.prepare(now=self._overlap)
+        self.budget.prepare(now=self._overlap or now)
 
     def _prefill(self, new: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()
@@ -314,7 +315,7 @@ class BatchScheduler:
         events = [self._finish(live, new) if done else StepEvent(live.request_id, new, False)
                   for live, new, done in zip(batch, out.new_tokens, out.done)]
         if not self._active:  # no window follows to hide it behind
-            self._observe()
+            self._observe(now=True)
         # a window that compiled or captured a graph: its time says nothing of what its steps cost
         if not out.warmup and self._active:  # the next window follows as soon as the caller has taken these events
             self._last_window = (len(slots), draft, length, elapsed, time.perf_counter(), self.prefill_s)
