@@ -140,17 +140,20 @@ def test_a_switch_is_priced_where_it_costs():
     assert budget.cost.switch[c1] == pytest.approx(1.6 ** 0.19)  # two switched windows at 1.6x, moved 10 % each (log)
     assert budget.cost.switch[chain(16)] == pytest.approx(1.0) and budget.cost.drift == pytest.approx(1.0)
 
-    def rates_tied(ar_switch: float) -> list[int]:
-        """E[τ] at 0.5 per depth ≈ 2 tokens for chain:16 at 2x AR's cost: a tie; AR's switch factor decides."""
-        table = CostTable(flat_costs(k1=1.0, drafting=2.0, trees=()), refine=False)
+    def after_drafting(ar_switch: float, ar_cost: float = 1.0) -> list[int]:
+        """E[τ] at 0.5 per depth ≈ 2 tokens for chain:16 at 2 s a step, AR at ar_cost (1: a tie); the window before
+        was drafted, so AR's switch factor weighs in — spread over SWITCH_HORIZON windows, as it is paid once."""
+        table = CostTable(flat_costs(k1=ar_cost, drafting=2.0, trees=()), refine=False)
         table.switch[c1] = ar_switch
         b = AutoBudget(16, table, prior=[0.5] * 15, probe_every=10 ** 6)
         b.curve.accepted[:], b.curve.trials[:] = 0.5 * 10 ** 6, 10 ** 6  # measured: 0.5 at every depth
-        b._last = chain(16)  # the window before was drafted
+        b._last = chain(16)
         return [b.choose(["a"]).size for _ in range(4)]
 
-    assert rates_tied(1.0) == [1] * 4  # no switch cost: AR (the cheaper at a tie) from the first window
-    assert rates_tied(1.2) == [16] * 4  # AR 20 % dearer right after drafting: stay
+    assert after_drafting(1.0) == [1] * 4  # no switch cost: AR (the cheaper at a tie) from the first window
+    assert after_drafting(1.2) == [16] * 4  # AR 20 % dearer right after drafting: a tie stays where it is
+    # AR 15 % cheaper: worth a switch that costs 40 % of one AR window once (priced whole on every window, it was not)
+    assert after_drafting(1.4, ar_cost=0.85) == [1] * 4
 
 
 def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():

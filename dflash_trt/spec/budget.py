@@ -87,6 +87,7 @@ MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 EXPLORE_SHARE = 0.02  # exploration (probes, tree measurements) may lose at most this share of the time it waited
+SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
 
@@ -500,10 +501,15 @@ class AutoBudget:
         self._probing = None
         expected = self._expected_tokens(requests, left)
         costs = {d: self.cost.cost(n, d, length) for d in self.drafts}
-        # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe):
-        # where switching is dear, a near tie no longer flips the choice every window
+        # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
+        # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
+        # dear, a near tie then no longer flips the choice every window (in-process at 4 requests on this CPU: auto
+        # 0.96x AR flipping between AR and chain:8, 1.00x priced); priced whole on every window, it kept a batch on a
+        # draft long after another was better (AR after drafting at 8 requests: 1.42x its entry, and auto drafted on
+        # at 0.77x AR where AR was best)
         switch = self.cost.switch
-        now = {d: c if d == self._last else c * switch.get(d, 1.0) for d, c in costs.items()}
+        now = {d: c if d == self._last else c * (1 + (switch.get(d, 1.0) - 1) / SWITCH_HORIZON)
+               for d, c in costs.items()}
         rates = {d: expected[d] / now[d] for d in self.drafts}
         best = _argmax(rates)
         if best.size > 1 and not any(self.curve.trials):  # drafting pays at the prior, nothing measured yet: the
