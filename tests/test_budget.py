@@ -154,6 +154,8 @@ def test_a_switch_is_priced_where_it_costs():
     assert after_drafting(1.2) == [16] * 4  # AR 20 % dearer right after drafting: a tie stays where it is
     # AR 15 % cheaper: worth a switch that costs 40 % of one AR window once (priced whole on every window, it was not)
     assert after_drafting(1.4, ar_cost=0.85) == [1] * 4
+    # a factor learnt below 1 (switched windows cheaper than a high entry) does not make a switch look cheap
+    assert after_drafting(0.8, ar_cost=1.02) == [16] * 4
 
 
 def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():

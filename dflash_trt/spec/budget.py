@@ -261,6 +261,12 @@ class CostTable:
         ratio = seconds_per_step / (self.cost(n, k, length) * self.drift)
         self.probe_factor = min(max(math.sqrt(self.probe_factor * ratio), 1 / MAX_PROBE_FACTOR), MAX_PROBE_FACTOR)
 
+    def switch_factor(self, k: Draft) -> float:
+        """What a window of k costs over its entry right after a window of another draft: at least 1 (a switched
+        window that came out cheaper than the entry says the entry is high — which the drift and the entry learn, not
+        a reason to switch: below 1, a tree entry 6 % high drew batch-1 windows to the tree from chain:8)."""
+        return max(self.switch.get(k, 1.0), 1.0)
+
 
 @dataclass
 class TreeCounts:
@@ -507,8 +513,7 @@ class AutoBudget:
         # 0.96x AR flipping between AR and chain:8, 1.00x priced); priced whole on every window, it kept a batch on a
         # draft long after another was better (AR after drafting at 8 requests: 1.42x its entry, and auto drafted on
         # at 0.77x AR where AR was best)
-        switch = self.cost.switch
-        now = {d: c if d == self._last else c * (1 + (switch.get(d, 1.0) - 1) / SWITCH_HORIZON)
+        now = {d: c if d == self._last else c * (1 + (self.cost.switch_factor(d) - 1) / SWITCH_HORIZON)
                for d, c in costs.items()}
         rates = {d: expected[d] / now[d] for d in self.drafts}
         best = _argmax(rates)
