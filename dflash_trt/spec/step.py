@@ -177,7 +177,7 @@ class SpecStep:
         self._modes = GREEDY  # the window's SamplingModes: the step reads no sampling flag off the device
         self._row_start = -1  # compiled steps: the first row the window's slots are read from (-1: gathered)
         self._span: tuple[int, torch.Tensor] | None = None  # ... and, slots with holes: (span width, their rows in it)
-        self._tree_cands: tuple | None = None  # (N, build_tree's candidates for N nodes): see _tree_candidates
+        self._tree_cands: dict[int, tuple] = {}  # N -> build_tree's candidates for N nodes: see _tree_candidates
         # torch.compile'd step (optional): traced per (K, chain or tree, frozen, deferred, sampling modes) on first use,
         # lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run compiles
         # a few graphs per draft once per process (Inductor's on-disk cache makes later processes faster). Prefill
@@ -481,10 +481,12 @@ class SpecStep:
     def _tree_candidates(self, nodes: int):
         """build_tree's static candidates for a tree of `nodes` nodes, made before the step runs (window,
         _timed_step): a compiled step then reads them as constants instead of tracing their construction."""
-        if self._tree_cands is None or self._tree_cands[0] != nodes:
+        cands = self._tree_cands.get(nodes)
+        if cands is None:  # kept per size: auto's windows move between sizes (tree:32's took 6.4 ms to build on CPU)
             depth = max_depth(nodes, self.drafter.block_size)
-            self._tree_cands = (nodes, tree_candidates(nodes, depth, self.target.lm_head.weight.shape[0], self.device))
-        return self._tree_cands[1]
+            cands = self._tree_cands[nodes] = tree_candidates(nodes, depth, self.target.lm_head.weight.shape[0],
+                                                              self.device)
+        return cands
 
     def _step(self, rows: torch.Tensor, k: int, spec: bool, upto: int, frozen: bool, tree: bool = False) -> None:
         """One step for `rows`, device-only (no host reads: capturable). frozen: some rows may already be done (a
