@@ -203,6 +203,24 @@ class CostTable:
         lo, hi = self._over_n(n, k, a), self._over_n(n, k, b)
         return max(lo + (hi - lo) * (length - a) / (b - a), 0.5 * lo)
 
+    def costs(self, n: int, drafts: Sequence[Draft], length: int | None = None) -> list[float]:
+        """cost(n, d, length) for every d, the length's segment found once (choose() runs it every window)."""
+        lengths, seconds = self.lengths, self.seconds
+        if length is None or len(lengths) == 1:
+            return [self._over_n(n, d, lengths[0]) for d in drafts]
+        i = 0
+        while i < len(lengths) - 2 and length > lengths[i + 1]:
+            i += 1
+        a, b = lengths[i], lengths[i + 1]
+        t = (length - a) / (b - a)
+        out = []
+        for d in drafts:
+            lo, hi = seconds.get((n, d, a)), seconds.get((n, d, b))
+            if lo is None or hi is None:  # n between the measured batch sizes
+                lo, hi = self._over_n(n, d, a), self._over_n(n, d, b)
+            out.append(max(lo + (hi - lo) * t, 0.5 * lo))
+        return out
+
     def _over_n(self, n: int, k: Draft, length: int | None) -> float:
         """The entry for n requests at a measured length: interpolated between the measured batch sizes."""
         key = self._key(n, k, length)
@@ -260,12 +278,6 @@ class CostTable:
             return
         ratio = seconds_per_step / (self.cost(n, k, length) * self.drift)
         self.probe_factor = min(max(math.sqrt(self.probe_factor * ratio), 1 / MAX_PROBE_FACTOR), MAX_PROBE_FACTOR)
-
-    def switch_factor(self, k: Draft) -> float:
-        """What a window of k costs over its entry right after a window of another draft: at least 1 (a switched
-        window that came out cheaper than the entry says the entry is high — which the drift and the entry learn, not
-        a reason to switch: below 1, a tree entry 6 % high drew batch-1 windows to the tree from chain:8)."""
-        return max(self.switch.get(k, 1.0), 1.0)
 
 
 @dataclass
@@ -506,18 +518,23 @@ class AutoBudget:
         clock.windows += 1
         self._probing = None
         expected = self._expected_tokens(requests, left)
-        costs = {d: self.cost.cost(n, d, length) for d in self.drafts}
+        costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
         # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
         # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
         # dear, a near tie then no longer flips the choice every window (in-process at 4 requests on this CPU: auto
         # 0.96x AR flipping between AR and chain:8, 1.00x priced); priced whole on every window, it kept a batch on a
         # draft long after another was better (AR after drafting at 8 requests: 1.42x its entry, and auto drafted on
         # at 0.77x AR where AR was best)
-        now = {d: c if d == self._last else c * (1 + (self.cost.switch_factor(d) - 1) / SWITCH_HORIZON)
-               for d, c in costs.items()}
+        now = dict(costs)
+        for d, factor in self.cost.switch.items():
+            # a factor below 1 (switched windows cheaper than the entry) says the entry is high, which the drift and
+            # the entry learn: no reason to switch (taken at its word, a tree entry 6 % high drew batch-1 windows to
+            # tree:16 from chain:8)
+            if factor > 1 and d != self._last and d in now:
+                now[d] = costs[d] * (1 + (factor - 1) / SWITCH_HORIZON)
         rates = {d: expected[d] / now[d] for d in self.drafts}
         best = _argmax(rates)
-        if best.size > 1 and not any(self.curve.trials):  # drafting pays at the prior, nothing measured yet: the
+        if best.size > 1 and not self.curve.trials[0]:  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         def regret(d: Draft, factor: float | None = None) -> float:
             """What a window of d loses against the best choice: its time (its entry times `factor`, else as priced
@@ -529,7 +546,8 @@ class AutoBudget:
         held = best.size == 1
         for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
             tree = Draft("tree", size)
-            if (self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS and clock.windows % self.tree_probe_every == 0
+            if (clock.windows % self.tree_probe_every == 0
+                    and self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS
                     and self.explore_share * clock.since_s >= regret(tree, self.cost.probe_factor if held else None)):
                 clock.since_s = 0.0
                 if held:
@@ -588,7 +606,7 @@ class AutoBudget:
         (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests, 2-4 %
         of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the device
         runs the window, so that choose() only looks rows up."""
-        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not any(self.curve.trials)):
+        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not self.curve.trials[0]):
             self._take_in()
         key = (self._forgotten, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
