@@ -21,8 +21,8 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, TreeClock,
-                                    auto_drafts, candidates)
+from dflash_trt.spec.budget import (AUTO_TREES, REFRESH_STEPS, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
+                                    TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -634,16 +634,26 @@ def test_drafter_context_survives_k1_windows():
     assert np.mean(trees) > chain_tau  # the tree accepts more than the chain on the trained drafter
 
 
+def test_a_runs_drafted_steps_all_reach_the_drafters_curve(make_pair):
+    """A scheduler keeps a window's observations until REFRESH_STEPS steps are kept; when its batch empties it takes
+    them all in (it may be dropped with its scheduler, as generate() drops it): every drafted step of a short run
+    counts, less at most each request's last step where drafted (cut at τ = 1 there, it verified nothing past its
+    token)."""
+    pair = make_pair(family="qwen3")
+    engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=4, max_seq_len=128)
+    engine.draft_costs, engine.refine_draft_costs = flat_costs(k1=1.0, drafting=1.0, sizes=(1, 2, 4)), False
+    out = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), draft="auto")
+    drafted = sum(k > 1 for r in out for k in r.stats.ks)
+    cut = sum(r.stats.ks[-1] > 1 for r in out)
+    assert 0 < drafted < REFRESH_STEPS * len(PROMPTS)
+    assert drafted - cut <= engine.draft_curve.trials[0] <= drafted
+
+
 def test_auto_measures_costs_once_and_reports_k(make_pair):
     pair = make_pair(family="qwen3")
     engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=4, max_seq_len=128)
     assert engine.draft_costs is None
     r1 = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), draft="auto")
-    # every drafted step is taken in by the time the run ends (fewer than REFRESH_STEPS of them: at the end, not on
-    # the clock), less at most a request's last step where drafted (cut at τ = 1, it verified nothing past its token)
-    drafted = sum(k > 1 for r in r1 for k in r.stats.ks)
-    cut = sum(r.stats.ks[-1] > 1 for r in r1)
-    assert drafted - cut <= engine.draft_curve.trials[0] <= drafted and drafted > 0
     costs = dict(engine.draft_costs)
     drafts = auto_drafts(16, AUTO_TREES)  # chains and the trees auto considers on a native target, at cache lengths
     lengths = {min(at, 128 - 32 - 1) for at in COST_LENGTHS}  # ... capped so a tree:32 window fits max_seq_len 128

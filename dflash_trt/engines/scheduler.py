@@ -92,9 +92,9 @@ class BatchScheduler:
         self.decode_s = 0.0
         self.max_active = 0  # the largest number of requests that shared one decode window
         # The last window's (n, draft, longest cache, seconds, when it ended, prefill_s then), while requests remained:
-        # its cost as
-        # the budget learns it also counts the caller's work until the next window (delivering its events), which
-        # an AR window pays per token and a drafted one per several (prefills in between are not the window's).
+        # its cost as the budget learns it also counts the caller's work until the next window (delivering its
+        # events), which an AR window pays per token and a drafted one per several (prefills in between are not the
+        # window's).
         self._last_window: tuple | None = None
         # The last window's observations (its requests, draft, τs, tree chain equivalents, which requests finished),
         # which the budget takes in while the device runs the next window (or at once when none follows): on a GPU the

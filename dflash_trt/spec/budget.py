@@ -24,11 +24,13 @@ the tree's acceptance to its argmax chain's, counted on the same tree steps at t
 tree (`TreeCounts`), the chain's counts shrunk
 toward the chain's global estimate and the tree's toward that times the next smaller tree size's lift (trees nest) — a
 paired comparison, so it does not depend on which text trees happened to be chosen for.
-cost(n, d) is seconds per step for a batch of n requests, from a table measured when the first auto scheduler starts
-(`SpecStep.measure_costs` on this device and dtype, every draft timed in each round so machine drift shifts all alike;
-or given) and refined online from the windows' own times: a window's time first moves a drift factor common to every
-draft (the machine's speed now), and only the rest moves the draft's entry, slowly (`CostTable.observe`); one table per
-engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
+cost(n, d) is seconds per step for a batch of n requests whose longest cache holds L positions, from a table measured
+when the first auto scheduler starts (`SpecStep.measure_costs` on this device and dtype at two cache lengths, every draft
+timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
+window's time first moves a drift factor common to every draft (the machine's speed now), and only the rest moves the
+draft's entry, slowly (`CostTable.observe`); a window right after one of another draft teaches that draft's switch
+factor instead, and a change of draft is priced with it, spread over SWITCH_HORIZON windows; one table per engine, so
+each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
@@ -193,18 +195,11 @@ class CostTable:
     def cost(self, n: int, k: Draft, length: int | None = None) -> float:
         """Seconds per step of n requests whose longest cache holds `length` positions (None: the shortest length
         measured)."""
-        lengths = self.lengths
-        if length is None or len(lengths) == 1:
-            return self._over_n(n, k, lengths[0])
-        i = 0
-        while i < len(lengths) - 2 and length > lengths[i + 1]:
-            i += 1
-        a, b = lengths[i], lengths[i + 1]
-        lo, hi = self._over_n(n, k, a), self._over_n(n, k, b)
-        return max(lo + (hi - lo) * (length - a) / (b - a), 0.5 * lo)
+        return self.costs(n, (k,), length)[0]
 
     def costs(self, n: int, drafts: Sequence[Draft], length: int | None = None) -> list[float]:
-        """cost(n, d, length) for every d, the length's segment found once (choose() runs it every window)."""
+        """cost(n, d, length) for every d, the length's segment found once (choose() prices every draft per
+        window)."""
         lengths, seconds = self.lengths, self.seconds
         if length is None or len(lengths) == 1:
             return [self._over_n(n, d, lengths[0]) for d in drafts]
