@@ -21,9 +21,9 @@ of steps needs no synchronisation and each step is capturable. On CUDA with `cud
 bucket of slots and attention runs over a length bucket, and each (K, bucket, length) step is captured once, in the
 step's graph cache, and replayed; elsewhere a step runs eagerly over exactly the given slots and their live length.
 Rows that finish inside a window (a stop token, the budget) are frozen on the device: they emit nothing more and their
-caches do not advance. `window` ends with one host read of everything the scheduler needs. With `compile`, the step
-runs through torch.compile: it reads nothing off the device (the window's SamplingModes come from the host), so it
-traces as one graph (README "torch.compile").
+caches do not advance. A window (`launch`, then `read`) ends with one host read of everything the scheduler needs.
+With `compile`, the step runs through torch.compile: it reads nothing off the device (the window's SamplingModes come
+from the host), so it traces as one graph (README "torch.compile").
 """
 
 from __future__ import annotations
@@ -479,7 +479,7 @@ class SpecStep:
                           self._tree_candidates(nodes))
 
     def _tree_candidates(self, nodes: int):
-        """build_tree's static candidates for a tree of `nodes` nodes, made before the step runs (window,
+        """build_tree's static candidates for a tree of `nodes` nodes, made before the step runs (launch,
         _timed_step): a compiled step then reads them as constants instead of tracing their construction."""
         cands = self._tree_cands.get(nodes)
         if cands is None:  # kept per size: auto's windows move between sizes (tree:32's took 6.4 ms to build on CPU)
@@ -576,7 +576,7 @@ class SpecStep:
         graphs take away (a chain and a tree then cost about the same)."""
         dev = self.device
         n = min(n, self.max_batch_size)
-        length = max(1, min(length, self.max_seq_len - k - 1))
+        length = self._timing_length(length, k)
         spec = spec and self.drafter is not None
         graphed = self.cuda_graphs and n in self._rows
         rows = self._rows[n] if graphed else torch.arange(n, device=dev)
@@ -610,6 +610,10 @@ class SpecStep:
         seconds = time.perf_counter() - t0
         self._timing_reset(rows, spec)
         return seconds
+
+    def _timing_length(self, length: int, k: int) -> int:
+        """A timed step's cache length: as asked, capped so that its k verified slots fit max_seq_len."""
+        return max(1, min(length, self.max_seq_len - k - 1))
 
     def _free_timing_graphs(self) -> None:
         self._timing_graphs.clear()
@@ -660,8 +664,7 @@ class SpecStep:
         hardly change — timed cold, AR came out 30-40 % dearer against them than in a run, and auto took probes for
         cheaper than they were; after 3 steps still 15-30 % (batch 8 at 128 positions: 2.8-2.9 ms, after 8 steps
         2.2-2.5, a run of them 2.3). All slots must be free."""
-        top = max(1, self.max_seq_len - max(d.size for d in drafts) - 1)  # as _timed_step caps a length
-        lengths = sorted({min(length, top) for length in lengths})
+        lengths = sorted({self._timing_length(length, max(d.size for d in drafts)) for length in lengths})
         shapes = [(n, d, length) for length in lengths for n in bucket_sizes(self.max_batch_size) for d in drafts]
         times: dict[tuple[int, Draft, int], list[float]] = {s: [] for s in shapes}
         for _ in range(repeats):
