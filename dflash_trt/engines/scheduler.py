@@ -300,9 +300,8 @@ class BatchScheduler:
         launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
                                       tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
-        if self._overlap:  # the batch's tokens left after this window are at least these
-            most = self.steps_per_sync * draft.max_tau(self.engine.drafter.block_size)
-            self.budget.choose_ahead(ids, [x - most for x in left], length + self.steps_per_sync)
+        if self._overlap:  # the next window's draft, for this batch after this window's steps
+            self.budget.choose_ahead(ids, left, length + self.steps_per_sync, self.steps_per_sync)
         out = self.runner.read(launched)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
