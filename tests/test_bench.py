@@ -461,3 +461,29 @@ def test_config_validate_is_cheap():
     assert BenchConfig("t", "d", ["x"]).validate().max_seq_len is None  # the engine's default
     with pytest.raises(ConfigError, match="--verify-len"):
         BenchConfig("t", "d", ["x"], verify_len=1).validate()
+
+
+def test_throughput_at_fixed_interactivity_interpolates_bounds_and_says_na():
+    """bench_openai_server's ratio at the per-user rate AR reaches at the reference concurrency: interpolated along a
+    curve that spans the rate; for a curve that stays above it (every level serves its users faster), at least the
+    most total tok/s of its levels, not n/a (an H200 run read n/a for every drafting mode); n/a for one below it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_openai_server",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / "bench_openai_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    curves = {"ar": [(100, 100), (80, 160), (60, 240), (40, 320)], "span": [(120, 120), (70, 280), (50, 400)],
+              "above": [(150, 150), (110, 440), (90, 720)], "below": [(50, 50), (30, 120)]}
+    rows = [{"mode": m, "concurrency": 2 ** i, "per_user_tokens_per_s": u, "total_tokens_per_s": t}
+            for m, pts in curves.items() for i, (u, t) in enumerate(pts)]
+    fixed = module.fixed_interactivity(rows, list(curves), reference_concurrency=4)
+    assert fixed["per_user_tokens_per_s"] == 60
+    got = fixed["modes"]
+    assert got["ar"]["total_tokens_per_s"] == 240 and got["ar"]["vs_ar"] == 1
+    assert got["span"]["total_tokens_per_s"] == pytest.approx(340) and got["span"]["at_least_tokens_per_s"] is None
+    assert got["above"]["total_tokens_per_s"] is None and got["above"]["at_least_tokens_per_s"] == 720
+    assert got["above"]["vs_ar_at_least"] == pytest.approx(3.0)
+    assert got["below"]["total_tokens_per_s"] is None and got["below"]["at_least_tokens_per_s"] is None
+    assert module._fixed_cell("above", got["above"]) == "above >= 720.0 tok/s (>= 3.00x)"
+    assert module._fixed_cell("below", got["below"]) == "below n/a"
