@@ -155,7 +155,7 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noi
         for w in walks:
             if w.done:
                 policy.forget(w.rid)
-        policy.prepare()  # taken in every REFRESH_STEPS steps, as the scheduler does
+        policy.prepare(now=steps > 1)  # windows of several steps: the device loop on a GPU, which takes every one in
 
     while waiting or live:
         if continuous or not live:

@@ -824,9 +824,9 @@ def test_a_choice_made_ahead_guesses_the_tokens_left_and_fits_a_batch_left_at_le
 
 
 def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
-    """The scheduler's path where the device runs the window meanwhile (on by default on CUDA only: the next draft
-    chosen ahead), forced on here on CPU: four requests through two slots (joins and finishes change the batch) give
-    AR's tokens, and choices made ahead are used."""
+    """The scheduler's path where the device runs the window meanwhile (on by default on CUDA only: every window's
+    observations taken in, the next draft chosen ahead), forced on here on CPU: four requests through two slots (joins
+    and finishes change the batch) give AR's tokens, and choices made ahead are used."""
     engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=2,
                                          max_seq_len=256)
     engine.draft_costs = flat_costs(k1=1.0, drafting=1.5, sizes=(1, 2))
@@ -839,7 +839,7 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
     budget, hits, choose = sched.budget, [], sched.budget.choose
 
     def spy(requests, left=None, length=None):
-        hits.append(budget._ahead is not None and budget._fits(budget._ahead[0], requests, left))
+        hits.append(budget._ahead is not None and budget._ahead[0] == budget._batch_key(requests, left))
         return choose(requests, left, length)
 
     budget.choose = spy

@@ -101,13 +101,13 @@ class BatchScheduler:
         # bookkeeping is then off the critical path, and choose() finds its estimates ready (measured on an H200,
         # auto's choose + observe after each 4-step window was 0.25-0.45 ms of a ~5 ms window at batch 8-16).
         self._unobserved: tuple | None = None
-        # Where the device runs a window while the host waits for it (CUDA), the next window's draft is chosen then,
-        # for the same batch (AutoBudget.choose_ahead: used if it fits the batch then, else chosen anew). The budget
-        # takes observations in every REFRESH_STEPS steps there too: the host's work during a window is not free (an
-        # H200's host spent ~270 us per 4-step window taking every one in, and auto's windows ran ~4 % longer than
-        # the same draft's fixed, with the device's share equal), and replayed on traces with the H200's window costs
-        # the lag loses nothing (auto / tree:32 at batch 1 / 8: 1.018 / 0.987 taking every window in, 1.010 / 1.007
-        # every 16 steps).
+        # Where the device runs a window while the host waits for it (CUDA), the host works meanwhile: the budget
+        # takes every window's observations in (elsewhere every REFRESH_STEPS steps), and the next window's draft is
+        # chosen then, for the same batch (AutoBudget.choose_ahead: used if it fits the batch then, else chosen
+        # anew). Replayed on traces, taking in every 16 steps loses nothing, but on the H200 (4-step windows) auto's τ
+        # fell each time it did: 5.19-5.26 -> 4.88 at batch 8 (session 2), 5.53 / 5.38 -> 5.22 / 5.03 at batch 1 / 8
+        # side by side in one run (session 3, auto / best fixed then 0.948 / 0.953 -> 0.926 / 0.905 first uses
+        # included), though its host then spends ~270 us of each ~4.5 ms window on it.
         self._overlap = self.spec and self.runner.device.type == "cuda"
         self.last_batch_size = 0  # requests in the latest decode window
         engine.cache_owner = self  # the caches are this scheduler's now; an older scheduler refuses to step
@@ -267,7 +267,7 @@ class BatchScheduler:
             for live in batch:
                 if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
                     self.budget.forget(live.request_id)
-        self.budget.prepare(now=now)
+        self.budget.prepare(now=self._overlap or now)
 
     def _prefill(self, new: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()

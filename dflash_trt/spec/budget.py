@@ -34,7 +34,7 @@ each run starts from what the runs before it measured. Given the same cost table
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
-window, so on a GPU the choice only looks rows up (its estimates then lag up to REFRESH_STEPS steps).
+window, so on a GPU the choice only looks rows up (its estimates then lag a window, or a few one-step windows).
 
 Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
