@@ -839,7 +839,7 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
     budget, hits, choose = sched.budget, [], sched.budget.choose
 
     def spy(requests, left=None, length=None):
-        hits.append(budget._ahead is not None and budget._ahead[0] == budget._batch_key(requests, left))
+        hits.append(budget._ahead is not None and budget._fits(budget._ahead[0], requests, left))
         return choose(requests, left, length)
 
     budget.choose = spy
