@@ -5,14 +5,14 @@ batch (the order rotates per batch, so a drifting machine load hits every mode a
     python scripts/bench_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 40] [--max-new-tokens 128] [--batch-sizes 1,8]
         [--modes chain:4,chain:8,chain:16,tree:16,tree:32,auto] [--torch-threads 1] [--device cpu|cuda]
-        [--warmup 0] [--output DIR]
+        [--decode-loop auto|host|device] [--steps-per-sync 4] [--warmup 0] [--output DIR]
 
 `dflash-trt bench` measures one DFlash mode against AR per run; comparing modes across runs mixes in the machine's
 drift between runs (on a shared 2-core VM the AR rate moves by 10 % from one run to the next). Here every mode runs
 on every batch of prompts in the same minute. auto starts from nothing (its cost table is measured before the timed
 part, its acceptance curves are learnt during it, as a fresh server would). Every mode's tokens must equal AR's.
-The engine runs its default decode loop (on a GPU with the plugin kernels: the device loop's CUDA graphs, each shape
-captured on first use); --warmup N first runs every mode on N batches untimed (graphs captured, kernels warm), then
+The engine runs its default decode loop unless --decode-loop says (on a GPU with the plugin kernels: the device loop's
+CUDA graphs, each shape captured on first use); --warmup N first runs every mode on N batches untimed (graphs captured, kernels warm), then
 forgets what auto learnt there.
 
 Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, the CUDA
@@ -38,6 +38,8 @@ FIXTURE = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
 
 
 def main(argv=None) -> int:
+    from dflash_trt.capabilities import DECODE_LOOPS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default=str(FIXTURE / "target"))
     p.add_argument("--drafter", default=str(FIXTURE / "drafter"))
@@ -49,6 +51,10 @@ def main(argv=None) -> int:
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--max-seq-len", type=int, default=512)
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--decode-loop", choices=DECODE_LOOPS, default="auto",
+                   help="host: one step per window; device: --steps-per-sync steps per window; auto (default): device "
+                        "where CUDA graphs run, else host")
+    p.add_argument("--steps-per-sync", type=int, default=4, help="steps per window of the device loop (default 4)")
     p.add_argument("--warmup", type=int, default=0, help="untimed batches of every mode before timing (default 0)")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
@@ -94,6 +100,7 @@ def main(argv=None) -> int:
               "settings": vars(args), "results": {}}
     for size in sizes:
         engine = TorchEngine.from_pretrained(args.target, args.drafter, device=args.device, max_batch_size=size,
+                                             decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync,
                                              max_seq_len=args.max_seq_len)
         prompts = [encode_prompt(engine.tokenizer, t, args.max_seq_len - args.max_new_tokens)[0] for t in turns]
         batches = [prompts[i: i + size] for i in range(0, len(prompts), size)]
