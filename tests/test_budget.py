@@ -23,8 +23,8 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, REFRESH_STEPS, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
-                                    TreeClock, auto_drafts, candidates)
+from dflash_trt.spec.budget import (AUTO_TREES, LENGTH_STEP, PRICE_WINDOWS, REFRESH_STEPS, TREE_MEASURE_STEPS,
+                                    AutoBudget, CostTable, Draft, Fixed, TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -821,6 +821,37 @@ def test_a_choice_made_ahead_guesses_the_tokens_left_and_fits_a_batch_left_at_le
     with spy as chose:  # one of them had more left: not the last token, chosen anew
         b.choose(["a", "b"], [2, 1])
         assert chose.call_count == 1
+
+
+def test_a_batch_is_priced_again_when_what_its_choice_weighs_changes():
+    """choose() prices every draft for the batch (expected tokens, cost at its size and cache length, a switch's extra)
+    and reuses that pricing for up to PRICE_WINDOWS windows while the batch's requests and caps, the estimates, the
+    draft chosen last and its cache length to within LENGTH_STEP positions stand; any of them changing prices it again
+    (the cost table's slow moves wait at most PRICE_WINDOWS windows)."""
+    b = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=1.2, trees=()), refine=True))  # (no tree measurements)
+    for _ in range(40):
+        b.observe_window(["a", "b"], chain(16), [[5], [5]])
+    b.prepare(now=True)
+    priced = mock.patch.object(CostTable, "costs", autospec=True, side_effect=CostTable.costs)
+
+    def pricings(*calls) -> int:
+        with priced as spy:
+            for requests, left, length in calls:
+                b.choose(requests, left, length)
+            return spy.call_count
+
+    assert b.choose(["a", "b"], [100, 100], 200).size > 1
+    assert pricings((["a", "b"], [100, 100], 200)) == 1  # the draft chosen last now that one: switches priced anew
+    assert pricings(*[(["a", "b"], [100, 100], 200 + i) for i in range(PRICE_WINDOWS - 1)]) == 0  # all stood
+    assert pricings((["a", "b"], [100, 100], 207)) == 1  # PRICE_WINDOWS windows served: priced again
+    assert pricings((["a", "b"], [100, 100], 208)) == 1  # another LENGTH_STEP of cache
+    assert pricings((["a", "b"], [100, 9], 208)) == 1  # a request's cap
+    assert pricings((["a", "c"], [100, 100], 208)) == 1  # another request
+    b.observe_window(["a", "c"], chain(16), [[5]] * 2)
+    b.prepare(now=True)
+    assert pricings((["a", "c"], [100, 100], 208)) == 1  # new estimates
+    b._last = chain(1)  # another draft chosen last (switches priced anew): priced for it, then for the one chosen
+    assert pricings(*[(["a", "c"], [100, 100], 208)] * 3) == 2
 
 
 def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():

@@ -35,6 +35,8 @@ same observations the choice is deterministic, and it only needs the window's ho
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
 window, so on a GPU the choice only looks rows up (its estimates then lag a window, or a few one-step windows).
+A batch's pricing (every draft's expected tokens and cost) serves up to PRICE_WINDOWS windows while the batch, the
+estimates, the draft chosen last and its cache length (to LENGTH_STEP positions) stand (`_priced`).
 
 Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
@@ -92,6 +94,8 @@ EXPLORE_SHARE = 0.02  # exploration (probes, tree measurements) may lose at most
 SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
+PRICE_WINDOWS = 8  # windows a batch's pricing serves while its inputs stand (AutoBudget._priced)
+LENGTH_STEP = 16  # cache positions within which a batch's pricing stands (AutoBudget._priced)
 
 
 class Draft(NamedTuple):
@@ -405,7 +409,8 @@ class AutoBudget:
     _ending: set = field(init=False, default_factory=set)  # requests forgotten while their steps wait to be taken in
     _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
-    _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states)
+    _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states, pricing)
+    _pricing: tuple | None = field(init=False, default=None)  # (its key, windows it may still serve, _priced's tuple)
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
@@ -499,6 +504,7 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             self._set_decision(ahead[3])
+            self._pricing = ahead[4]
             return ahead[1]
         self._last = self._choose(requests, left, length)
         return self._last
@@ -508,27 +514,10 @@ class AutoBudget:
         if left is not None and max(left) <= 1:  # every request's last token: no draft emits more, AR costs least
             self._probing = None
             return Draft("chain", 1)
-        n = len(requests)
         clock = self.tree_clock
         clock.windows += 1
         self._probing = None
-        expected = self._expected_tokens(requests, left)
-        costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
-        # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
-        # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
-        # dear, a near tie then no longer flips the choice every window (in-process at 4 requests on this CPU: auto
-        # 0.96x AR flipping between AR and chain:8, 1.00x priced); priced whole on every window, it kept a batch on a
-        # draft long after another was better (AR after drafting at 8 requests: 1.42x its entry, and auto drafted on
-        # at 0.77x AR where AR was best)
-        now = dict(costs)
-        for d, factor in self.cost.switch.items():
-            # a factor below 1 (switched windows cheaper than the entry) says the entry is high, which the drift and
-            # the entry learn: no reason to switch (taken at its word, a tree entry 6 % high drew batch-1 windows to
-            # tree:16 from chain:8)
-            if factor > 1 and d != self._last and d in now:
-                now[d] = costs[d] * (1 + (factor - 1) / SWITCH_HORIZON)
-        rates = {d: expected[d] / now[d] for d in self.drafts}
-        best = _argmax(rates)
+        expected, costs, now, rates, best, probe = self._priced(requests, left, length)
         if best.size > 1 and not self.curve.trials[0]:  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         def regret(d: Draft, factor: float | None = None) -> float:
@@ -553,7 +542,6 @@ class AutoBudget:
             return best
         self._at_one += 1
         self._held_s += now[best]
-        probe = _argmax({d: v for d, v in rates.items() if d.size > 1})
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
         if self._at_one < self._probe_interval or self.explore_share * self._held_s < regret(probe, self.cost.probe_factor):
@@ -564,6 +552,44 @@ class AutoBudget:
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
         self._probing = probe
         return probe
+
+    def _priced(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> tuple:
+        """What the choice weighs for this batch: per draft its expected tokens (summed over the requests), its cost
+        per step (the table's at this batch size and cache length) and as priced now (a switch's extra, below), the
+        rate (tokens per second) priced so, the best draft, and the best drafting one (the probe of an AR stretch).
+
+        Reused for up to PRICE_WINDOWS windows while the batch (its requests and their caps), the estimates, the draft
+        chosen last and the cache length to within LENGTH_STEP positions stand: the cost table moves a little every
+        window (its drift and refinement), and pricing every draft anew every window cost ~30-40 us of Python and
+        numpy after a model step — 1.5 % of an AR window at batch 8 on this CPU where auto held AR, ~1 % of a chain:8
+        window at batch 1."""
+        self.prepare()  # the estimates are what is priced: taken in first
+        key = (self._batch_key(requests, left), self._prefixes[0], self._last,
+               None if length is None else length // LENGTH_STEP)
+        kept = self._pricing
+        if kept is not None and kept[0] == key and kept[1] > 0:
+            self._pricing = (key, kept[1] - 1, kept[2])
+            return kept[2]
+        n = len(requests)
+        expected = self._expected_tokens(requests, left)
+        costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
+        # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
+        # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
+        # dear, a near tie then no longer flips the choice every window (in-process at 4 requests on this CPU: auto
+        # 0.96x AR flipping between AR and chain:8, 1.00x priced); priced whole on every window, it kept a batch on a
+        # draft long after another was better (AR after drafting at 8 requests: 1.42x its entry, and auto drafted on
+        # at 0.77x AR where AR was best)
+        now = dict(costs)
+        for d, factor in self.cost.switch.items():
+            # a factor below 1 (switched windows cheaper than the entry) says the entry is high, which the drift and
+            # the entry learn: no reason to switch (taken at its word, a tree entry 6 % high drew batch-1 windows to
+            # tree:16 from chain:8)
+            if factor > 1 and d != self._last and d in now:
+                now[d] = costs[d] * (1 + (factor - 1) / SWITCH_HORIZON)
+        rates = {d: expected[d] / now[d] for d in self.drafts}
+        priced = (expected, costs, now, rates, _argmax(rates), _argmax({d: v for d, v in rates.items() if d.size > 1}))
+        self._pricing = (key, PRICE_WINDOWS - 1, priced)
+        return priced
 
     def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
                      length: int | None = None, steps: int = 1) -> None:
@@ -586,10 +612,11 @@ class AutoBudget:
         more."""
         if left is not None:
             left = self._left_after(requests, left, steps)
-        before = self._decision()
+        before, pricing = self._decision(), self._pricing
         draft = self.choose(requests, left, length)
-        self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision())
+        self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing)
         self._set_decision(before)
+        self._pricing = pricing
 
     def _left_after(self, requests: Sequence[Hashable], left: Sequence[int], steps: int) -> list[int]:
         """Each request's tokens left after `steps` steps of the last chosen draft, as expected (see choose_ahead)."""
