@@ -12,8 +12,8 @@ drift between runs (on a shared 2-core VM the AR rate moves by 10 % from one run
 on every batch of prompts in the same minute. auto starts from nothing (its cost table is measured before the timed
 part, its acceptance curves are learnt during it, as a fresh server would). Every mode's tokens must equal AR's.
 The engine runs its default decode loop unless --decode-loop says (on a GPU with the plugin kernels: the device loop's
-CUDA graphs, each shape captured on first use); --warmup N first runs every mode on N batches untimed (graphs captured, kernels warm), then
-forgets what auto learnt there.
+CUDA graphs, each shape captured on first use); --warmup N first runs every mode on N batches untimed (graphs
+captured, kernels warm), then forgets what auto learnt there.
 
 Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, the CUDA
 graphs captured inside the timed part and the time their first uses took, the steady rate without that time, the
