@@ -1,5 +1,5 @@
 import time, statistics, collections
-exec(open("/tmp/overhead.py").read().split("for b in batches[:3]:")[0])
+exec(open("bench/results/2026-11-26-cpu-auto-overhead/overhead.py").read().split("for b in batches[:3]:")[0])
 from dflash_trt.engines import scheduler as sm
 sm.BatchScheduler._decode = D0
 acc = collections.defaultdict(list)

@@ -19,7 +19,10 @@ batches = [prompts[i:i + bs] for i in range(0, len(prompts), bs)]
 costs = {}
 for n in sorted({1, bs}):
     for d in auto_drafts(16, e.auto_trees):
-        costs[(n, d)] = 1.0 if (not d.tree and d.size <= 8) else 50.0
+        if os.environ.get("PIN") == "ar":
+            costs[(n, d)] = 1.0 if d == Draft("chain", 1) else 50.0
+        else:
+            costs[(n, d)] = 1.0 if (not d.tree and d.size <= 8) else 50.0
 e.draft_costs = costs
 e.refine_draft_costs = False
 p = SamplingParams(max_new_tokens=128)
@@ -68,7 +71,7 @@ def setv(v):
     if v == "noobserve":
         bm.AutoBudget.observe_window = lambda self, *a, **k: None
     if v == "nochoose":
-        bm.AutoBudget.choose = lambda self, *a, **k: Draft("chain", 8)
+        bm.AutoBudget.choose = lambda self, *a, **k: Draft("chain", 1 if os.environ.get("PIN") == "ar" else 8)
     if v == "memo":
         C = orig["choose"]
         def memo(self, requests, left=None, length=None):
@@ -83,11 +86,12 @@ def setv(v):
         bm._THREAD = True
     if v == "none":
         bm.AutoBudget.observe_window = lambda self, *a, **k: None
-        bm.AutoBudget.choose = lambda self, *a, **k: Draft("chain", 8)
+        bm.AutoBudget.choose = lambda self, *a, **k: Draft("chain", 1 if os.environ.get("PIN") == "ar" else 8)
         bm.AutoBudget.observe_time = lambda self, *a, **k: None
 for b in batches[:3]:
-    e.generate(b, p, draft="chain:8"); e.generate(b, p, draft="auto")
-modes = ["chain:8"] + variants
+    e.generate(b, p, draft="chain:8"); e.generate(b, p, draft="auto"); e.generate(b, p, use_drafter=False)
+BASE = "ar" if os.environ.get("PIN") == "ar" else "chain:8"
+modes = [BASE] + variants
 t = {m: 0.0 for m in modes}; tok = {m: 0 for m in modes}; ks = {m: {} for m in modes}
 for rnd in range(3):
     for i, b in enumerate(batches):
@@ -95,11 +99,11 @@ for rnd in range(3):
         for m in order:
             setv(m)
             t0 = time.perf_counter()
-            r = e.generate(b, p, draft="chain:8" if m == "chain:8" else "auto")
+            r = (e.generate(b, p, use_drafter=False) if m == "ar" else e.generate(b, p, draft="chain:8" if m == "chain:8" else "auto"))
             t[m] += time.perf_counter() - t0
             tok[m] += sum(len(x.token_ids) for x in r)
             for x in r:
                 for k in x.stats.ks: ks[m][k] = ks[m].get(k, 0) + 1
 setv("full")
-base = tok["chain:8"] / t["chain:8"]
-print(f"batch {bs}: " + "  ".join(f"{m} {tok[m]/t[m]/base:.4f}" for m in modes), {m: ks[m] for m in modes if m != "chain:8"})
+base = tok[BASE] / t[BASE]
+print(f"batch {bs}: " + "  ".join(f"{m} {tok[m]/t[m]/base:.4f}" for m in modes), {m: ks[m] for m in modes if m != BASE})
