@@ -624,13 +624,17 @@ class AutoBudget:
         i, deepest = self.drafts.index(draft) if draft in self.drafts else None, draft.max_tau(self.block_size)
         self._expected_tokens(requests, left)  # fills the (row, cap) cache read below
         cache, guessed = self._row_e[1], []
-        for r, x in zip(requests, left):
-            e = 1.0 if i is None else cache[(self._rows.get(r, 0), max(1, min(x, self.block_size)))][i]
+        for r, x, cap in zip(requests, left, self._caps(left)):
+            e = 1.0 if i is None else cache[(self._rows.get(r, 0), cap)][i]
             guessed.append(min(x - steps, max(x - steps * deepest, x - round(steps * e))))
         return guessed
 
+    def _caps(self, left: Sequence[int]) -> tuple[int, ...]:
+        """Each request's cap on a step's τ: the tokens it has left, within 1..block_size."""
+        return tuple(max(1, min(x, self.block_size)) for x in left)
+
     def _batch_key(self, requests: Sequence[Hashable], left: Sequence[int] | None) -> tuple:
-        return tuple(requests), None if left is None else tuple(max(1, min(x, self.block_size)) for x in left)
+        return tuple(requests), None if left is None else self._caps(left)
 
     def _fits(self, key: tuple, requests: Sequence[Hashable], left: Sequence[int] | None) -> bool:
         """Whether a choice made ahead for `key` (requests, guessed caps) fits this batch: the same requests, each with
@@ -672,10 +676,10 @@ class AutoBudget:
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
         tokens it has left: the requests' rows of the prepared tables, at their caps."""
-        caps = [self.block_size] * len(requests) if left is None else [max(1, min(x, self.block_size)) for x in left]
+        caps = (self.block_size,) * len(requests) if left is None else self._caps(left)
         self.prepare()
         version = self._prefixes[0]
-        key = (tuple(requests), tuple(caps), version)
+        key = (tuple(requests), caps, version)
         if self._expected[0] == key:
             return self._expected[1]
         # per (row, cap), E of every draft as floats, kept while the tables stand: a batch changes a request or a cap
@@ -719,7 +723,8 @@ class AutoBudget:
             row = self._at_caps(self._depth_tables(g[None], lifts), [self.block_size])[0]
             self._defers = (self.curve.version, dict(zip(self.drafts, row.tolist())))
         expected = self._defers[1]
-        return _argmax({d: expected[d] / self.cost.cost(n, d, length) for d in self.drafts}).size == 1
+        costs = self.cost.costs(n, self.drafts, length)
+        return _argmax({d: expected[d] / c for d, c in zip(self.drafts, costs)}).size == 1
 
     def observe(self, request_id: Hashable, draft: Draft, taus: Sequence[int],
                 chain_equivalent: Sequence[tuple[int, int]] = ()) -> None:
