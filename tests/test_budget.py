@@ -883,3 +883,27 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
                 done[event.index] = event.result.token_ids
     assert [done[i] for i in range(4)] == [a.token_ids for a in ar]
     assert sum(hits) >= 3 and not all(hits)
+
+
+def test_a_batch_last_observations_wait_for_the_next_window():
+    """Where the device runs the windows, a batch's last window's observations are handed over (not taken in on the
+    critical path after the batch): the engine's next window takes them in, run by the next scheduler."""
+    engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=2,
+                                         max_seq_len=256)
+    engine.draft_costs = flat_costs(k1=1.0, drafting=1.5, sizes=(1, 2))
+    params = SamplingParams(max_new_tokens=200)  # ends at EOS: its last window drafted (an AR one observes nothing)
+    first = engine.new_scheduler(draft="auto")
+    first._overlap = True  # as on CUDA
+    first.add(0, PROMPTS[0], params)
+    while first.has_work:
+        first.step()
+    assert engine.untaken_budget is first.budget  # handed over
+    pending, version, calls = bool(first.budget._pending), engine.draft_curve.version, []
+    take_in = first.budget.prepare
+    first.budget.prepare = lambda now=False: (calls.append(now), take_in(now))[1]
+    second = engine.new_scheduler(draft="auto")
+    second._overlap = True
+    second.add(1, PROMPTS[1], params)
+    second.step()  # prefill + its first window, which takes the first batch's last observations in
+    assert calls == [True] and engine.untaken_budget is None and not first.budget._pending
+    assert pending and engine.draft_curve.version > version  # its steps counted

@@ -213,3 +213,101 @@ def test_cost_table_on_gpu_times_the_replayed_step():
     host = TorchEngine.from_pretrained(PAIR / "target", None, decode_loop="host", **make)
     assert [r.token_ids for r in engine.generate(PROMPTS, params, draft="auto")] == \
            [r.token_ids for r in host.generate(PROMPTS, params)]
+
+
+def _pipelined(engine, **kwargs):
+    """A scheduler with the pipeline on (the next window launched with its first step before the current one's read;
+    on by default with CUDA graphs only) and its budget's GPU bookkeeping (every window's observations taken in while
+    the device runs, a batch's last ones handed over): forced here on CPU, where launch runs the steps at once."""
+    sched = engine.new_scheduler(**kwargs)
+    assert not sched._pipeline  # CPU: no CUDA graphs
+    sched._pipeline = True
+    sched._overlap = sched.spec
+    return sched
+
+
+def _drain(sched, launched_ahead: list, outputs: dict | None = None) -> dict:
+    outputs = {} if outputs is None else outputs
+    while sched.has_work:
+        for e in sched.step():
+            outputs.setdefault(e.index, []).extend(e.token_ids)
+            if e.finished:
+                assert e.result.token_ids == outputs[e.index]
+        launched_ahead.append(sched._ahead is not None)
+    return outputs
+
+
+@pytest.mark.parametrize("draft", [None, "chain:4", "tree:16", "auto"])
+@pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=40),
+                                    SamplingParams(max_new_tokens=23, temperature=0.8, top_k=40, top_p=0.9, seed=11)],
+                         ids=["greedy", "sampled"])
+def test_pipelined_windows_are_lossless(engines, draft, params):
+    """Windows launched ahead (their first step before the previous window's read, the rest after) give AR's tokens,
+    greedy and sampled: 7 prompts through 4 slots (joins end a window launched ahead early), EOS and budgets inside
+    windows; nothing is left in flight."""
+    engine = engines("device", 3)
+    ar = engine.generate(PROMPTS, params, use_drafter=False)
+    sched = _pipelined(engine, **({"use_drafter": False} if draft is None else {"draft": draft}))
+    for i, p in enumerate(PROMPTS):
+        sched.add(i, p, params)
+    ahead: list = []
+    outputs = _drain(sched, ahead)
+    assert [outputs[i] for i in range(len(PROMPTS))] == [r.token_ids for r in ar]
+    assert sum(ahead) >= 3  # windows were launched ahead
+    assert not engine.step_runner._in_flight
+
+
+def test_pipelined_abort_and_join(engines):
+    """A request aborted while a window launched ahead holds it, and one joining into its slot: the others are
+    unchanged, the new one equals its output alone."""
+    engine = engines("device", 2)
+    params = SamplingParams(max_new_tokens=64, ignore_eos=True)
+    sched = _pipelined(engine, draft="chain:4")
+    for i in range(3):
+        sched.add(i, PROMPTS[i], params)
+    outputs: dict = {}
+    for _ in range(3):
+        for e in sched.step():
+            outputs.setdefault(e.index, []).extend(e.token_ids)
+    assert sched._ahead is not None and sched.slot_of(1) in sched._ahead.launched.slots
+    assert sched.abort(1)
+    sched.add(9, PROMPTS[5], params)  # takes slot 1's place: the window launched ahead ends first
+    for e in sched.step():
+        outputs.setdefault(e.index, []).extend(e.token_ids)
+    _drain(sched, [], outputs)
+    alone = {i: engine.generate([PROMPTS[i]], params, draft="chain:4")[0].token_ids for i in (0, 2, 5)}
+    assert outputs[0] == alone[0] and outputs[2] == alone[2] and outputs[9] == alone[5]
+    assert set(outputs) == {0, 1, 2, 9} and not engine.step_runner._in_flight
+
+
+def test_window_launched_ahead_runs_in_two_parts(engines):
+    """SpecStep: a window launched with run=1 and resumed equals the same window launched whole; one resumed to
+    fewer steps ends early; a window not fully queued cannot be read; a deferring (AR) window whose slots might have
+    to cut their pending context rows cannot be launched while an earlier window is unread."""
+    engine = engines("device", 3)
+    runner = engine.step_runner
+    params = SamplingParams(max_new_tokens=30, ignore_eos=True)
+    results = []
+    for parts in ((3,), (1, 3), (1, 2)):
+        sched = engine.new_scheduler(draft="chain:4")
+        sched.add(0, PROMPTS[0], params)
+        sched.add(1, PROMPTS[1], params)
+        sched.step()  # prefill + one window
+        slots = [sched.slot_of(0), sched.slot_of(1)]
+        launched = runner.launch(slots, 4, True, 3, run=parts[0])
+        if len(parts) > 1:
+            with pytest.raises(ValueError, match="resume it first"):
+                runner.read(launched)
+            runner.resume(launched, parts[1])
+        results.append(runner.read(launched))
+    assert results[1].new_tokens == results[0].new_tokens and results[1].taus == results[0].taus
+    assert [len(t) for t in results[2].taus] == [2, 2]
+    assert all(results[0].new_tokens[i][: len(n)] == n for i, n in enumerate(results[2].new_tokens))
+    assert runner.ahead_ok(slots, 1, True, False, 3)  # nothing unread
+    runner.host_context[slots[0]] = runner.context_rows - 5  # (host side only: this engine is dropped after)
+    first = runner.launch(slots, 1, True, 3)  # deferring: up to 3 more pending rows, so up to context_rows - 2
+    assert not runner.ahead_ok(slots, 1, True, False, 3) and runner.ahead_ok(slots, 4, True, False, 3)
+    with pytest.raises(ValueError, match="read that window first"):
+        runner.launch(slots, 1, True, 3, run=1)
+    runner.discard(first)
+    assert not runner._in_flight

@@ -28,7 +28,7 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.spec.budget import Draft, Fixed
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.stats import Stats
-from dflash_trt.spec.step import SlotRequest
+from dflash_trt.spec.step import Launched, SlotRequest
 
 if TYPE_CHECKING:
     from dflash_trt.engines.torch_engine import TorchEngine
@@ -55,6 +55,16 @@ class _Live:
         p = self.req.params
         return SlotRequest(self.slot, self.req.ids + self.outputs, p.temperature, p.top_k, p.top_p, self.req.seed,
                            self.req.stops, p.max_new_tokens, len(self.outputs))
+
+
+@dataclass(eq=False)
+class _Ahead:
+    """The next window, launched before the current one's read with its first step only (BatchScheduler._decode)."""
+
+    batch: list[_Live]  # its requests, in its slots' order (a request that ends before its read is skipped then)
+    draft: Draft
+    launched: "Launched"
+    length: int  # its batch's longest cache when launched (at least)
 
 
 class BatchScheduler:
@@ -109,6 +119,16 @@ class BatchScheduler:
         # side by side in one run (session 3, auto / best fixed then 0.948 / 0.953 -> 0.926 / 0.905 first uses
         # included), though its host then spends ~270 us of each ~4.5 ms window on it.
         self._overlap = self.spec and self.runner.device.type == "cuda"
+        # With CUDA graphs the device never waits for the host between two windows: while a window runs, the next one
+        # is launched with its first step (its draft chosen ahead, as above), and the rest of its steps are queued
+        # after the current window's read and its events. Its first step is lost work only when every request of it
+        # ended in the window before it (then it is dropped, never read): one step, not a window, and only when the
+        # window being read is not expected to end them all. On an H200 (fixture pair, batch 1) the host spent
+        # ~150-330 us between a window's end on the device and the next one's first kernel, 3-7 % of a 4-step window.
+        # Requests joining the batch wait for the window launched ahead (it is read after its first step).
+        self._pipeline = self.runner.cuda_graphs
+        self._ahead: _Ahead | None = None
+        self.runner.forget_in_flight()  # a scheduler before this one may have left a window unread
         self.last_batch_size = 0  # requests in the latest decode window
         engine.cache_owner = self  # the caches are this scheduler's now; an older scheduler refuses to step
 
@@ -197,10 +217,20 @@ class BatchScheduler:
             live = self._waiting.popleft()
             live.slot = self._free.pop(0)
             new.append(live)
+        ahead = self._ahead
+        if ahead is not None and not self._live_of(ahead.batch):  # its requests all ended: never read
+            self.runner.discard(ahead.launched)
+            self._ahead = None
+        elif ahead is not None and new:  # the window launched ahead ends after its first step, before the prefill
+            yield from self._guarded(lambda batch: self._decode(batch, short=True), self._live_of(ahead.batch))
         if new:
             yield from self._guarded(self._prefill, new)
         if self._active:
             yield from self._guarded(self._decode, [self._active[s] for s in sorted(self._active)])
+
+    def _live_of(self, batch: list[_Live]) -> list[_Live]:
+        """Those of these requests that still hold their slot."""
+        return [live for live in batch if self._active.get(live.slot) is live]
 
     def _guarded(self, run, batch: list[_Live]) -> Iterator[StepEvent]:
         """run(batch) (a prefill or a window, whose events come after all their work), or on an exception: fail the
@@ -209,6 +239,9 @@ class BatchScheduler:
             events = run(batch)
         except Exception as err:  # noqa: BLE001 - any failure: the other requests must survive it
             _log.exception("dflash-trt: a step of %d request(s) failed", len(batch))
+            # windows launched and not read: their requests are prefilled again before any step of theirs
+            self._ahead = None
+            self.runner.forget_in_flight()
             if len(batch) == 1:
                 yield self._fail(batch[0], err)
                 return
@@ -259,7 +292,17 @@ class BatchScheduler:
     def _observe(self, now: bool = False) -> None:
         """The budget takes in the last window's observations (then forgets its requests that have ended since) and
         brings its estimates up to date (AutoBudget.prepare); `now`: everything kept is taken in (no window follows:
-        the budget may be dropped with its scheduler)."""
+        the budget may be dropped with its scheduler). Where the device runs the windows (`_overlap`), a batch's last
+        observations wait for the engine's next window instead, run by this scheduler or the next one (`_hand_over`),
+        and are taken in first."""
+        untaken, self.engine.untaken_budget = self.engine.untaken_budget, None
+        if untaken is not None and untaken is not self.budget:
+            untaken.prepare(now=True)
+        self._hand_in()
+        self.budget.prepare(now=self._overlap or now)
+
+    def _hand_in(self) -> None:
+        """The last window's observations handed to the budget (kept there until it takes them in)."""
         if self._unobserved is not None:
             batch, draft, taus, chains, finished = self._unobserved
             self._unobserved = None
@@ -267,7 +310,13 @@ class BatchScheduler:
             for live in batch:
                 if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
                     self.budget.forget(live.request_id)
-        self.budget.prepare(now=self._overlap or now)
+
+    def _hand_over(self) -> None:
+        """A batch's last window, on a device that runs the windows: its observations stay with the budget, which the
+        engine's next window takes in while the device runs it (taken in now, ~0.3 ms of numpy after each batch on an
+        H200's host, they delayed the next prefill: at batch 1 one request in ~6 windows)."""
+        self._hand_in()
+        self.engine.untaken_budget = self.budget
 
     def _prefill(self, new: list[_Live]) -> list[StepEvent]:
         t0 = time.perf_counter()
@@ -284,7 +333,10 @@ class BatchScheduler:
         return [self._finish(live, [token]) if d else StepEvent(live.request_id, [token], False)
                 for live, token, d in zip(new, tokens, done)]
 
-    def _decode(self, batch: list[_Live]) -> list[StepEvent]:
+    def _decode(self, batch: list[_Live], short: bool = False) -> list[StepEvent]:
+        """One window for the batch: the one launched ahead (its requests, less those that ended since: the batch is
+        among them), else one launched now; the next one launched ahead meanwhile where the pipeline runs. `short`:
+        the window launched ahead ends with the steps it has run (requests are about to join)."""
         t0 = time.perf_counter()
         if self._last_window is not None:
             n, draft, length, seconds, ended, prefill_s = self._last_window
@@ -298,31 +350,67 @@ class BatchScheduler:
         ids = [live.request_id for live in batch]
         left = [live.req.params.max_new_tokens - len(live.outputs) for live in batch]
         length = _longest_cache(batch)  # what the window's attention reads: the cost depends on it
-        draft = self.budget.choose(ids, left, length)
-        launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
-                                      tree=draft.tree)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:  # launched with its first step while the window before it ran
+            window, draft, launched, start = ahead.batch, ahead.draft, ahead.launched, ahead.length
+            self.runner.resume(launched, launched.ran if short else None)
+        else:
+            window, start = batch, length
+            draft = self.budget.choose(ids, left, length)
+            launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
+                                          tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
-        if self._overlap:  # the next window's draft, for this batch after this window's steps
-            self.budget.choose_ahead(ids, left, length + self.steps_per_sync, self.steps_per_sync)
+        steps = self.steps_per_sync
+        if self._overlap or (self._pipeline and not short):  # the next window's draft, for this batch after this one
+            ahead_draft = self.budget.choose_ahead(ids, left, length + steps, steps)
+            if (self._pipeline and not short and not self._all_ending(batch, left)
+                    and self.runner.ahead_ok(slots, ahead_draft.size, self.spec, ahead_draft.tree, steps)):
+                ahead_draft = self.budget.commit_ahead()
+                self._ahead = _Ahead(batch, ahead_draft, self.runner.launch(
+                    slots, ahead_draft.size, self.spec, steps, free=self._free, tree=ahead_draft.tree, run=1),
+                    length + steps)
         out = self.runner.read(launched)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
-        for live, new, taus in zip(batch, out.new_tokens, out.taus):
-            live.outputs.extend(new)
+        # the window's requests that still hold their slot (one launched ahead may hold requests that ended since)
+        kept = [i for i, live in enumerate(window) if self._active.get(live.slot) is live]
+        chains = out.chain_equivalent
+        for i in kept:
+            live, taus = window[i], out.taus[i]
+            live.outputs.extend(out.new_tokens[i])
             live.stats.taus.extend(taus)
             live.stats.ks.extend([draft.size] * len(taus))
             live.stats.decode_s += elapsed
-        self._unobserved = (batch, draft, out.taus, out.chain_equivalent, out.done)
-        events = [self._finish(live, new) if done else StepEvent(live.request_id, new, False)
-                  for live, new, done in zip(batch, out.new_tokens, out.done)]
+        self._unobserved = ([window[i] for i in kept], draft, [out.taus[i] for i in kept],
+                            [chains[i] for i in kept] if chains else [], [out.done[i] for i in kept])
+        events = [self._finish(window[i], out.new_tokens[i]) if out.done[i]
+                  else StepEvent(window[i].request_id, out.new_tokens[i], False) for i in kept]
         if not self._active:  # no window follows to hide it behind
-            self._observe(now=True)
-        # a window that compiled or captured a graph: its time says nothing of what its steps cost
-        if not out.warmup and self._active:  # the next window follows as soon as the caller has taken these events
-            self._last_window = (len(slots), draft, length, elapsed, time.perf_counter(), self.prefill_s)
-        elif not out.warmup:  # the batch is done: whatever the caller does next is not this window's cost
-            self.budget.observe_time(len(slots), draft, elapsed / self.steps_per_sync, length)
+            if self._ahead is not None:  # every request of it ended in this window: never read
+                self.runner.discard(self._ahead.launched)
+                self._ahead = None
+            if self._overlap:
+                self._hand_over()
+            else:
+                self._observe(now=True)
+        # a window that compiled or captured a graph: its time says nothing of what its steps cost; nor does one
+        # ended early (its first step ran while the host was elsewhere)
+        if out.warmup or short:
+            pass
+        elif self._active:  # the next window follows as soon as the caller has taken these events
+            self._last_window = (len(window), draft, start, elapsed, time.perf_counter(), self.prefill_s)
+        else:  # the batch is done: whatever the caller does next is not this window's cost
+            self.budget.observe_time(len(window), draft, elapsed / self.steps_per_sync, start)
         return events
+
+    def _all_ending(self, batch: list[_Live], left: list[int]) -> bool:
+        """Whether every request is expected to end in the window running now (its tokens left at most its last
+        window's mean τ times the steps): then a window launched ahead would likely be dropped."""
+        for live, n in zip(batch, left):
+            recent = live.stats.taus[-self.steps_per_sync:]
+            if n > self.steps_per_sync * (sum(recent) / len(recent) if recent else 1):
+                return False
+        return True
 
 
 def _longest_cache(batch: list[_Live]) -> int:

@@ -143,6 +143,9 @@ class TorchEngine:
         self.draft_curve: AcceptanceCounts | None = None
         self.tree_curves: dict[int, TreeCounts] = {}
         self.tree_clock = TreeClock()  # ... and when it last measured a tree size (a clock every scheduler advances)
+        # a budget whose batch's last observations wait to be taken in during the engine's next window (on a GPU: see
+        # BatchScheduler._hand_over)
+        self.untaken_budget: AutoBudget | Fixed | None = None
         self._lock = threading.Lock()
         self._lock_thread: int | None = None
         self.cache_owner: object | None = None

@@ -348,8 +348,11 @@ class Fixed:
         pass
 
     def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
-                     length: int | None = None, steps: int = 1) -> None:
-        pass
+                     length: int | None = None, steps: int = 1) -> Draft:
+        return self.draft
+
+    def commit_ahead(self) -> Draft:
+        return self.draft
 
     def prepare(self, now: bool = False) -> None:
         pass
@@ -503,11 +506,22 @@ class AutoBudget:
         shortest). What choose_ahead chose, if it chose for this batch."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
-            self._set_decision(ahead[3])
-            self._pricing = ahead[4]
-            return ahead[1]
+            return self._take_ahead(ahead)
         self._last = self._choose(requests, left, length)
         return self._last
+
+    def commit_ahead(self) -> Draft:
+        """The draft choose_ahead just chose, made the next window's as choose() would make it (a scheduler that
+        launches that window before the current one's read: its batch is the one choose_ahead chose for)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or ahead[2] != self._decision()[:-1]:
+            raise ValueError("commit_ahead needs a choose_ahead call just before it")
+        return self._take_ahead(ahead)
+
+    def _take_ahead(self, ahead: tuple) -> Draft:
+        self._set_decision(ahead[3])
+        self._pricing = ahead[4]
+        return ahead[1]
 
     def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
         """choose() without the ahead choice."""
@@ -592,12 +606,13 @@ class AutoBudget:
         return priced
 
     def choose_ahead(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
-                     length: int | None = None, steps: int = 1) -> None:
-        """Choose the next window's draft ahead, for these requests after `steps` steps of the draft chosen last (the
-        window the device runs now; `left`: the tokens each may emit before it, `length`: the batch's longest cache
-        after it, at least): a scheduler on a GPU calls it while the device runs the current window, and the next
-        choose() returns it if its batch is this one and nothing was chosen in between — else it chooses anew, as if
-        this had not been called. On an H200's host choose() took ~50-230 us between two ~5 ms windows, where the
+                     length: int | None = None, steps: int = 1) -> Draft:
+        """Choose the next window's draft ahead (returned), for these requests after `steps` steps of the draft chosen
+        last (the window the device runs now; `left`: the tokens each may emit before it, `length`: the batch's
+        longest cache after it, at least): a scheduler on a GPU calls it while the device runs the current window, and
+        either launches the next window with it at once (commit_ahead) or leaves it to the next choose(), which
+        returns it if its batch is this one and nothing was chosen in between — else it chooses anew, as if this had
+        not been called. On an H200's host choose() took ~50-230 us between two ~5 ms windows, where the
         device waits for it.
 
         What each request will have left is not known yet: it is guessed as its tokens left less `steps` times its
@@ -617,6 +632,7 @@ class AutoBudget:
         self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing)
         self._set_decision(before)
         self._pricing = pricing
+        return draft
 
     def _left_after(self, requests: Sequence[Hashable], left: Sequence[int], steps: int) -> list[int]:
         """Each request's tokens left after `steps` steps of the last chosen draft, as expected (see choose_ahead)."""

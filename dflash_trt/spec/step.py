@@ -88,14 +88,22 @@ class SlotRequest:
 
 @dataclass
 class Launched:
-    """A window queued on the device (SpecStep.launch), until its host read (SpecStep.read)."""
+    """A window queued on the device (SpecStep.launch), until its host read (SpecStep.read): what its steps need to
+    run (a window launched ahead runs its first steps before the previous window's read, the rest at `resume`), and
+    the read's tensor once all are queued."""
 
     slots: list[int]
-    steps: int
+    steps: int  # the steps it runs (a window finished early: fewer than planned)
     tree: bool
     defer: bool  # its K = 1 steps appended their context rows
-    packed: torch.Tensor  # the read's tensor (see launch)
+    packed: torch.Tensor | None  # the read's tensor (see launch); None until every step is queued
     warmup: bool
+    ran: int = 0  # steps queued so far
+    growth: int = 0  # the most any slot's target cache may grow over the window (steps x k): bounds before the read
+    max_tau: int = 1  # the longest τ a step of it can have: a bound on a slot's pending context rows after it
+    run: tuple = ()  # (rows, k, spec, upto, frozen, key, the step's window state, start_produced, graphs made before)
+    ready: object = None  # CUDA: the event after the read tensor's copy to the host (read() waits for it alone)
+    host: torch.Tensor | None = None  # ... that copy (pinned host memory)
 
 
 @dataclass
@@ -177,6 +185,7 @@ class SpecStep:
         self._modes = GREEDY  # the window's SamplingModes: the step reads no sampling flag off the device
         self._row_start = -1  # compiled steps: the first row the window's slots are read from (-1: gathered)
         self._span: tuple[int, torch.Tensor] | None = None  # ... and, slots with holes: (span width, their rows in it)
+        self._in_flight: list[Launched] = []  # windows launched, not read yet (oldest first): see launch's `run`
         self._tree_cands: dict[int, tuple] = {}  # N -> build_tree's candidates for N nodes: see _tree_candidates
         # torch.compile'd step (optional): traced per (K, chain or tree, frozen, deferred, sampling modes) on first use,
         # lengths and batch sizes dynamic after their first change (batch 1 is a graph of its own), so a run compiles
@@ -259,28 +268,40 @@ class SpecStep:
 
     @torch.inference_mode()
     def launch(self, slots: list[int], k: int, spec: bool, steps: int, free: list[int] = (),
-               tree: bool = False) -> "Launched":
+               tree: bool = False, run: int | None = None) -> "Launched":
         """A window: `steps` speculative steps (verifying k slots each; k = 1 and spec False: plain AR; tree: a draft
         tree of k nodes each) for the given slots, which must be live (prefilled, not finished), queued on the device
         (run, where the device is the CPU), and its one host read's tensor; read() waits for them. With CUDA graphs the
         batch is padded with `free` slots (marked done, emptied: they emit nothing). Between launch and read the host
-        is free (a scheduler does its bookkeeping there), but must not launch another window or touch the slots."""
+        is free (a scheduler does its bookkeeping there), but must not touch the slots.
+
+        `run` < steps queues only the first `run` steps (`resume` queues the rest, or finishes the window early): a
+        window launched ahead, before the read of the window queued before it (on the same slots, or fewer), so the
+        device goes on with its first step while the host reads the previous window and delivers it. Its attention
+        length and context width then come from bounds on what the unread windows may leave (`ahead_ok`)."""
         if not 1 <= steps <= self.max_window:
             raise ValueError(f"steps must be in 1..{self.max_window}, got {steps}")
         if tree and not (spec and 2 <= k <= self.max_tree_nodes):
             raise ValueError(f"a draft tree needs the drafter and 2..{self.max_tree_nodes} nodes (0: this target "
                              f"cannot verify trees), got {k}")
+        run = steps if run is None else run
+        if not 1 <= run <= steps:
+            raise ValueError(f"run must be in 1..{steps}, got {run}")
+        defer = spec and k == 1 and not tree
+        if not self.ahead_ok(slots, k, spec, tree, steps):
+            raise ValueError("this window cannot be launched before the read of the one before it (its slots' "
+                             "pending context rows must be cut first): read that window first")
         dev, n = self.device, len(slots)
-        upto = self._attention_length(max(self.host_lengths[s] for s in slots) + steps * k)
+        upto = self._attention_length(max(self._length_bound(s) for s in slots) + steps * k)
         if self.cuda_graphs:
             bucket = next(b for b in self.buckets if b >= n)
             pad = list(free)[: bucket - n]
             if len(pad) < bucket - n:
                 raise ValueError(f"padding {n} slots to {bucket} needs {bucket - n} free slots, got {len(pad)}")
             rows = self._rows[bucket]
-            rows.copy_(torch.tensor(list(slots) + pad, device=dev))
+            rows.copy_(self._on_device(list(slots) + pad))
             if pad:  # free slots ride along as padding: done, empty caches
-                p = torch.tensor(pad, device=dev)
+                p = self._on_device(pad)
                 self.done[p] = True
                 self.target_cache.lengths[p] = 0
                 if spec:
@@ -289,7 +310,7 @@ class SpecStep:
                     self.context_from[p] = 0
             key = (k, spec, tree, bucket, upto)
         else:
-            rows = torch.tensor(slots, device=dev)
+            rows = self._on_device(slots)
             key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
         if self.compiled:  # a slice when the slots are consecutive, or their span (eager forwards take the list)
@@ -299,33 +320,114 @@ class SpecStep:
         self._modes = self.sampling_modes(list(slots) + (pad if self.cuda_graphs else []))
         if tree:
             self._tree_candidates(k)
-        self._context_width = self._window_context_width(k, max(self.host_context[s] for s in slots), steps)
+        self._context_width = self._window_context_width(k, max(self._context_bound(s) for s in slots), steps)
         # AR steps (K = 1) of a drafting engine do not run the drafter: they append their context rows, which the
         # drafter takes in at once when it next drafts; a slot without room for this window's rows keeps the newest
         # half of them, and the drafter's context then starts there.
-        self._defer = spec and k == 1 and not tree
+        self._defer = defer
         if self._defer:
             self._drop_context([s for s in slots if self.host_context[s] + steps > self.context_rows])
         if key is not None:  # a deferring (K = 1) step reads no context rows: its width is no part of its graph
             key = key + (0 if self._defer else self._context_width, self._defer)
-        act = rows[:n]
-        start_produced = self.produced[act]
+        start_produced = self.produced[rows[:n]]
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
         self.step_index.zero_()
-        graphs, self._captured = self._graphs_compiled(), False
+        self._captured = False
+        launched = Launched(list(slots), steps, tree, defer, None, False, growth=steps * k,
+                            max_tau=Draft("tree", k).max_tau(self.block_size) if tree else k,
+                            run=(rows, k, spec, upto, frozen, key, self._window_state(), start_produced,
+                                 self._graphs_compiled()))
+        self._in_flight.append(launched)
+        self._queue(launched, run)
+        return launched
+
+    @torch.inference_mode()
+    def resume(self, launched: "Launched", steps: int | None = None) -> None:
+        """Queue a window's steps after its first ones (launch's `run`) up to `steps` in all (default: as planned;
+        fewer, down to those queued already: the window ends early), then its read's tensor."""
+        steps = launched.steps if steps is None else steps
+        if launched.packed is not None and steps == launched.steps:  # all its steps were queued at launch
+            return
+        if launched.packed is not None or not launched.ran <= steps <= launched.steps:
+            raise ValueError(f"a window launched for {launched.steps} steps, {launched.ran} queued, cannot be resumed "
+                             f"to {steps}" + (" (it is complete)" if launched.packed is not None else ""))
+        launched.steps = steps
+        self._set_window_state(launched.run[6])
+        self._captured = False
+        self._queue(launched, steps - launched.ran)
+
+    def _queue(self, launched: "Launched", steps: int) -> None:
+        """Queue `steps` more steps of a launched window; once it has all its steps, its read's tensor (and on CUDA
+        its copy to the host, which read() waits for: not for windows queued after it)."""
+        rows, k, spec, upto, frozen, key, _, start_produced, graphs = launched.run
         for _ in range(steps):
-            self._run(rows, k, spec, upto, frozen, key, tree)
+            self._run(rows, k, spec, upto, frozen, key, launched.tree)
+        launched.ran += steps
+        launched.warmup = launched.warmup or self._captured
+        if launched.ran < launched.steps:
+            return
         # The one host read: per slot produced, done, cache length, τ of each step (tree: and its chain equivalent),
         # and the new output tokens.
+        dev, n, steps = self.device, len(launched.slots), launched.steps
+        act = rows[:n]
         width = steps * k
         cols = (start_produced[:, None] + torch.arange(width, device=dev)).clamp_max(self.out.shape[1] - 1)
         parts = [self.produced[act][:, None] - start_produced[:, None], self.done[act].long()[:, None],
                  self.target_cache.lengths[act][:, None], self.tau_log[:steps, act].t()]
-        if tree:
+        if launched.tree:
             parts.append(self.chain_log[:steps, act].transpose(0, 1).reshape(n, 2 * steps))
-        packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1)
-        return Launched(list(slots), steps, tree, self._defer, packed,
-                        self._captured or self._graphs_compiled() != graphs)
+        launched.packed = torch.cat(parts + [self.out[act[:, None], cols]], dim=1)
+        launched.warmup = launched.warmup or self._graphs_compiled() != graphs
+        launched.run = ()
+        if dev.type == "cuda":
+            launched.host = launched.packed.to("cpu", non_blocking=True)  # pinned: the copy is queued, not waited for
+            launched.ready = torch.cuda.Event()
+            launched.ready.record()
+
+    def discard(self, launched: "Launched") -> None:
+        """Drop a window never to be read (its slots are all released: a later prefill resets whatever it did to
+        them)."""
+        if launched in self._in_flight:
+            self._in_flight.remove(launched)
+
+    def forget_in_flight(self) -> None:
+        """Forget every unread window (a new scheduler: the slots are all prefilled anew before use)."""
+        self._in_flight.clear()
+
+    def ahead_ok(self, slots: list[int], k: int, spec: bool, tree: bool, steps: int) -> bool:
+        """Whether a window can be launched now while earlier ones are unread: only a deferring (K = 1) window whose
+        slots might have to cut their pending context rows (exact counts needed) cannot."""
+        if not (spec and k == 1 and not tree) or not self._in_flight:
+            return True
+        return all(self._context_bound(s) + steps <= self.context_rows for s in slots)
+
+    def _on_device(self, values: list[int]) -> torch.Tensor:
+        """Host ints as a long tensor on the device, copied without waiting for the device: from pinned memory on CUDA
+        (torch.tensor(..., device="cuda") waits for every queued kernel first, which a window launched ahead must
+        not)."""
+        t = torch.tensor(values, dtype=torch.long)
+        return t.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else t
+
+    def _length_bound(self, slot: int) -> int:
+        """A slot's target cache length after the windows queued so far: exact as of the last read, plus the most
+        the unread windows may add."""
+        return self.host_lengths[slot] + sum(w.growth for w in self._in_flight if slot in w.slots)
+
+    def _context_bound(self, slot: int) -> int:
+        """A slot's pending context rows after the windows queued so far (exact without unread windows): a drafting
+        window leaves at most its longest τ, a deferring one adds one per step."""
+        pending = self.host_context[slot]
+        for w in self._in_flight:
+            if slot in w.slots:
+                pending = pending + w.steps if w.defer else w.max_tau
+        return pending
+
+    def _window_state(self) -> tuple:
+        """What the step reads of its window besides its arguments (set by launch; a resumed window's restored)."""
+        return self._host_rows, self._row_start, self._span, self._modes, self._context_width, self._defer
+
+    def _set_window_state(self, state: tuple) -> None:
+        self._host_rows, self._row_start, self._span, self._modes, self._context_width, self._defer = state
 
     def _attention_length(self, upto: int) -> int:
         """The attention length of a window's steps whose slots' cache lengths stay <= upto: upto itself, or on CUDA a
@@ -350,9 +452,19 @@ class SpecStep:
         return width
 
     def read(self, launched: "Launched") -> WindowResult:
-        """The window's one host read (waits for its steps) and what the host keeps of it."""
+        """The window's one host read (waits for its steps, not for windows queued after it) and what the host keeps
+        of it."""
+        if launched.packed is None:
+            raise ValueError(f"a window with {launched.ran} of its {launched.steps} steps queued cannot be read: "
+                             "resume it first")
         slots, steps, tree = launched.slots, launched.steps, launched.tree
-        packed = launched.packed.tolist()
+        if launched.ready is not None:
+            launched.ready.synchronize()
+            packed = launched.host.tolist()
+        else:
+            packed = launched.packed.tolist()
+        if launched in self._in_flight:
+            self._in_flight.remove(launched)
         result = WindowResult([], [], [], warmup=launched.warmup)
         tokens_at = 3 + steps * (3 if tree else 1)
         for s, row in zip(slots, packed):
