@@ -5,12 +5,14 @@ Starts one server per mode on loopback (the same target: `--no-draft` for AR; wi
 each other mode, e.g. chain:16 and auto), then for each client concurrency runs the same prompts through every mode,
 `--rounds` times, the modes' order rotating per round (interleaved per level, so a drifting machine load hits all
 alike; an idle server sleeps on its queue and takes no CPU); a level's numbers sum its rounds, and every round's texts
-are checked. Every client is an asyncio task sending streaming `/v1/chat/completions` requests back to back (greedy,
+are checked; before the first level every server runs `--warmup-rounds` rounds at the highest concurrency, not
+measured (its graph captures, auto's first exploration and cost learning). Every client is an asyncio task sending streaming `/v1/chat/completions` requests back to back (greedy,
 `stream_options.include_usage`); the server applies the target's chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
 
     python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]
         [--torch-threads 1] [--device cpu] [--dtype float32] [--modes ar,dflash | ar,chain:16,auto] [--rounds 1]
+        [--warmup-rounds 1]
         [--output bench/results/DATE-cpu-openai-server]
 
 Writes results.json, a README.md table and pareto.png: total tok/s against per-user tok/s, one curve per mode over the
@@ -173,6 +175,10 @@ def main(argv=None) -> int:
                     help="comma-separated: ar (--no-draft), dflash (the default draft) or any --draft value")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of the prompts per mode and level, the modes' order rotating per round (summed)")
+    ap.add_argument("--warmup-rounds", type=int, default=1,
+                    help="rounds of the prompts through every server at the highest concurrency before measuring (not "
+                         "measured): a server's first requests capture CUDA graphs and auto explores and learns its "
+                         "costs there, which a long-running server does once")
     ap.add_argument("--reference-concurrency", type=int, default=4,
                     help="the concurrency whose AR per-user rate fixes the interactivity for the throughput ratio")
     ap.add_argument("--output", default=None,
@@ -193,7 +199,9 @@ def main(argv=None) -> int:
         try:
             for s in servers.values():
                 s.wait_ready()
-                asyncio.run(run_level(s.url, turns[:1], 1, 8))  # warm-up, not measured
+                asyncio.run(run_level(s.url, turns[:1], 1, 8))  # it answers
+                for _ in range(args.warmup_rounds):  # not measured: a server's first requests capture its graphs
+                    asyncio.run(run_level(s.url, turns, max(levels), args.max_tokens))  # and teach auto its costs
             for c in levels:
                 walls = dict.fromkeys(servers, 0.0)
                 done: dict[str, list] = {mode: [] for mode in servers}
