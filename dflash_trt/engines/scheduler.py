@@ -363,7 +363,8 @@ class BatchScheduler:
         steps = self.steps_per_sync
         if self._overlap or (self._pipeline and not short):  # the next window's draft, for this batch after this one
             ahead_draft = self.budget.choose_ahead(ids, left, length + steps, steps)
-            if (self._pipeline and not short and not self._all_ending(batch, left)
+            # not while requests wait to be re-run alone: their prefills come next (none may precede a window's read)
+            if (self._pipeline and not short and not self._suspects and not self._all_ending(batch, left)
                     and self.runner.ahead_ok(slots, ahead_draft.size, self.spec, ahead_draft.tree, steps)):
                 ahead_draft = self.budget.commit_ahead()
                 self._ahead = _Ahead(batch, ahead_draft, self.runner.launch(

@@ -211,6 +211,8 @@ class SpecStep:
         finished it (a stop id, or a budget of one). With spec, the prompt's tap features go into the drafter cache —
         or, with defer_context (requests joining a batch that auto holds at AR), only the prompt's last context_kept
         rows, pending: the drafter takes them in when it next drafts (if ever), and sees no context before them."""
+        if self._in_flight:  # a window launched ahead would run its later steps on a slot prefilled meanwhile
+            raise RuntimeError("prefill while a launched window is unread: read it (or discard it) first")
         dev, m = self.device, len(reqs)
         slots = torch.tensor([r.slot for r in reqs], device=dev)
         self.temperature[slots] = torch.tensor([float(r.temperature) for r in reqs], device=dev)
