@@ -99,7 +99,7 @@ class Launched:
     packed: torch.Tensor | None  # the read's tensor (see launch); None until every step is queued
     warmup: bool
     ran: int = 0  # steps queued so far
-    growth: int = 0  # the most any slot's target cache may grow over the window (steps x k): bounds before the read
+    growth: int = 0  # the most any slot's target cache may grow over the window (steps x longest τ): a bound until read
     max_tau: int = 1  # the longest τ a step of it can have: a bound on a slot's pending context rows after it
     run: tuple = ()  # (rows, k, spec, upto, frozen, key, the step's window state, start_produced, graphs made before)
     ready: object = None  # CUDA: the event after the read tensor's copy to the host (read() waits for it alone)
@@ -294,7 +294,8 @@ class SpecStep:
             raise ValueError("this window cannot be launched before the read of the one before it (its slots' "
                              "pending context rows must be cut first): read that window first")
         dev, n = self.device, len(slots)
-        upto = self._attention_length(max(self._length_bound(s) for s in slots) + steps * k)
+        max_tau = Draft("tree", k).max_tau(self.block_size) if tree else k
+        upto = self._attention_length(max(self._length_bound(s) for s in slots) + self._window_reach(k, tree, steps))
         if self.cuda_graphs:
             bucket = next(b for b in self.buckets if b >= n)
             pad = list(free)[: bucket - n]
@@ -335,8 +336,7 @@ class SpecStep:
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
         self.step_index.zero_()
         self._captured = False
-        launched = Launched(list(slots), steps, tree, defer, None, False, growth=steps * k,
-                            max_tau=Draft("tree", k).max_tau(self.block_size) if tree else k,
+        launched = Launched(list(slots), steps, tree, defer, None, False, growth=steps * max_tau, max_tau=max_tau,
                             run=(rows, k, spec, upto, frozen, key, self._window_state(), start_produced,
                                  self._graphs_compiled()))
         self._in_flight.append(launched)
@@ -430,6 +430,12 @@ class SpecStep:
 
     def _set_window_state(self, state: tuple) -> None:
         self._host_rows, self._row_start, self._span, self._modes, self._context_width, self._defer = state
+
+    def _window_reach(self, k: int, tree: bool, steps: int) -> int:
+        """How far past its slots' cache lengths a window of `steps` steps verifying k positions (a tree: k nodes)
+        attends: each step verifies k positions past its cache (a tree's nodes before compaction) and keeps at most its
+        longest τ, so (steps - 1) x that + k (for trees less than steps x k: fewer length buckets crossed)."""
+        return (steps - 1) * (Draft("tree", k).max_tau(self.block_size) if tree else k) + k
 
     def _attention_length(self, upto: int) -> int:
         """The attention length of a window's steps whose slots' cache lengths stay <= upto: upto itself, or on CUDA a
@@ -698,7 +704,8 @@ class SpecStep:
             self._tree_candidates(k)
 
         # attention and context rows as a window of max_window steps from `length` runs them (launch)
-        upto = self._attention_length(min(length + self.max_window * k, self.target_cache.capacity))
+        upto = self._attention_length(min(length + self._window_reach(k, tree, self.max_window),
+                                          self.target_cache.capacity))
 
         def step():
             self._step_fn(rows, k, spec, upto, graphed, tree)
