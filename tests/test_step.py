@@ -311,3 +311,11 @@ def test_window_launched_ahead_runs_in_two_parts(engines):
         runner.launch(slots, 1, True, 3, run=1)
     runner.discard(first)
     assert not runner._in_flight
+    # behind an unread drafting window (which takes the pending rows in), a deferring one cuts nothing, however many
+    # rows the host last saw pending
+    cuts = []
+    drop = runner._drop_context
+    runner._drop_context = lambda s: (cuts.append(list(s)), drop(s))
+    drafting = runner.launch(slots, 4, True, 3)
+    ahead = runner.launch(slots, 1, True, 3, run=1)
+    assert cuts == [[]] and runner._context_bound(slots[0]) == 4 + 3

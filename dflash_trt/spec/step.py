@@ -328,8 +328,8 @@ class SpecStep:
         # drafter takes in at once when it next drafts; a slot without room for this window's rows keeps the newest
         # half of them, and the drafter's context then starts there.
         self._defer = defer
-        if self._defer:
-            self._drop_context([s for s in slots if self.host_context[s] + steps > self.context_rows])
+        if self._defer:  # (behind unread windows none is cut: ahead_ok; the counts host_context holds are stale then)
+            self._drop_context([s for s in slots if self._context_bound(s) + steps > self.context_rows])
         if key is not None:  # a deferring (K = 1) step reads no context rows: its width is no part of its graph
             key = key + (0 if self._defer else self._context_width, self._defer)
         start_produced = self.produced[rows[:n]]
