@@ -316,6 +316,6 @@ def test_window_launched_ahead_runs_in_two_parts(engines):
     cuts = []
     drop = runner._drop_context
     runner._drop_context = lambda s: (cuts.append(list(s)), drop(s))
-    drafting = runner.launch(slots, 4, True, 3)
-    ahead = runner.launch(slots, 1, True, 3, run=1)
+    runner.launch(slots, 4, True, 3)  # drafting, unread
+    runner.launch(slots, 1, True, 3, run=1)  # deferring, launched ahead
     assert cuts == [[]] and runner._context_bound(slots[0]) == 4 + 3
