@@ -72,15 +72,7 @@ def main(argv=None) -> int:
     turns = [json.loads(line)["turns"][0] for line in Path(args.dataset).read_text().splitlines() if line.strip()]
     turns = turns[: args.num_prompts]
     params = SamplingParams(max_new_tokens=args.max_new_tokens)
-    choices: collections.Counter = collections.Counter()
-    choose = budget_module.AutoBudget.choose
-
-    def counting_choose(self, requests, left=None, length=None):
-        d = choose(self, requests, left, length)
-        choices[(len(requests), str(d))] += 1
-        return d
-
-    budget_module.AutoBudget.choose = counting_choose
+    choices: collections.Counter = collections.Counter()  # auto's windows read, by batch size and draft
     # what the scheduler tells the budget each window cost, per step (window + the host work up to the next window):
     # by mode and draft, for windows of the full batch, so a draft's windows under auto compare with its fixed mode's
     step_times: dict = collections.defaultdict(list)
@@ -123,13 +115,20 @@ def main(argv=None) -> int:
         captured = dict.fromkeys(all_modes, 0)  # CUDA graphs each mode captured inside the timed part
         capture_s = dict.fromkeys(all_modes, 0.0)  # ... and the seconds their first uses took (eager run + capture)
         windows = dict.fromkeys(all_modes, 0)  # decode windows each mode ran (host reads)
+        dropped = dict.fromkeys(all_modes, 0)  # windows launched ahead and dropped unread (their requests had ended)
         prefill_s = dict.fromkeys(all_modes, 0.0)  # ... and the seconds its prefills took
-        launch, prefill = engine.step_runner.launch, engine.step_runner.prefill
+        read, discard, prefill = engine.step_runner.read, engine.step_runner.discard, engine.step_runner.prefill
         current = [None]
 
-        def counting_launch(*a, **kw):
+        def counting_read(launched, *a, **kw):
             windows[current[0]] += 1
-            return launch(*a, **kw)
+            if current[0] == "auto":
+                choices[(len(launched.slots), f"{'tree' if launched.tree else 'chain'}:{launched.k}")] += 1
+            return read(launched, *a, **kw)
+
+        def counting_discard(*a, **kw):
+            dropped[current[0]] += 1
+            return discard(*a, **kw)
 
         def timed_prefill(*a, **kw):
             t = time.perf_counter()
@@ -138,7 +137,8 @@ def main(argv=None) -> int:
             finally:
                 prefill_s[current[0]] += time.perf_counter() - t
 
-        engine.step_runner.launch, engine.step_runner.prefill = counting_launch, timed_prefill
+        engine.step_runner.read, engine.step_runner.discard = counting_read, counting_discard
+        engine.step_runner.prefill = timed_prefill
         for i, batch in enumerate(batches):
             order = all_modes[i % len(all_modes):] + all_modes[: i % len(all_modes)]
             for mode in order:
@@ -163,6 +163,7 @@ def main(argv=None) -> int:
                           "equal_to_ar": outputs[mode] == outputs["ar"], "graphs_captured": captured[mode],
                           "capture_s": capture_s[mode], "steady_tok_s": steady[mode],
                           "steady_vs_ar": steady[mode] / steady["ar"], "windows": windows[mode],
+                          "windows_dropped": dropped[mode],
                           "ms_per_window": 1e3 * (seconds[mode] - capture_s[mode] - prefill_s[mode])
                           / max(windows[mode], 1)}
         table = engine._cost_table[2] if engine._cost_table else None
@@ -176,9 +177,10 @@ def main(argv=None) -> int:
         report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices,
                                         "cost_table_ms": costs,
                                         "decode_loop": engine.decode_loop, "device": str(engine.device)}
-        engine.step_runner.launch, engine.step_runner.prefill = launch, prefill
+        engine.step_runner.read, engine.step_runner.discard, engine.step_runner.prefill = read, discard, prefill
         cells = (f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau {r['mean_tau']:.2f}, "
                  f"{r['ms_per_window']:.2f} ms x {r['windows']} windows"
+                 f"{', %d launched ahead and dropped' % r['windows_dropped'] if r['windows_dropped'] else ''}"
                  f"{'' if r['equal_to_ar'] else ', DIFFERS'}"
                  f"{', %d graphs captured in %.0f ms' % (r['graphs_captured'], 1e3 * r['capture_s']) if r['graphs_captured'] else ''})"
                  for m, r in rows.items())

@@ -93,6 +93,7 @@ class Launched:
     the read's tensor once all are queued."""
 
     slots: list[int]
+    k: int  # what each step verifies: a chain's K, a tree's nodes
     steps: int  # the steps it runs (a window finished early: fewer than planned)
     tree: bool
     defer: bool  # its K = 1 steps appended their context rows
@@ -336,7 +337,7 @@ class SpecStep:
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
         self.step_index.zero_()
         self._captured = False
-        launched = Launched(list(slots), steps, tree, defer, None, False, growth=steps * max_tau, max_tau=max_tau,
+        launched = Launched(list(slots), k, steps, tree, defer, None, False, growth=steps * max_tau, max_tau=max_tau,
                             run=(rows, k, spec, upto, frozen, key, self._window_state(), start_produced,
                                  self._graphs_compiled()))
         self._in_flight.append(launched)
