@@ -6,8 +6,9 @@ each other mode, e.g. chain:16 and auto), then for each client concurrency runs 
 `--rounds` times, the modes' order rotating per round (interleaved per level, so a drifting machine load hits all
 alike; an idle server sleeps on its queue and takes no CPU); a level's numbers sum its rounds, and every round's texts
 are checked; before the first level every server runs `--warmup-rounds` rounds at the highest concurrency, not
-measured (its graph captures, auto's first exploration and cost learning). Every client is an asyncio task sending streaming `/v1/chat/completions` requests back to back (greedy,
-`stream_options.include_usage`); the server applies the target's chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
+measured (its graph captures, auto's first exploration and cost learning). Every client is an asyncio task sending
+streaming `/v1/chat/completions` requests back to back (greedy, `stream_options.include_usage`); the server applies
+the target's chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
 
     python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]

@@ -217,16 +217,19 @@ class BatchScheduler:
             live = self._waiting.popleft()
             live.slot = self._free.pop(0)
             new.append(live)
-        ahead = self._ahead
-        if ahead is not None and not self._live_of(ahead.batch):  # its requests all ended: never read
-            self.runner.discard(ahead.launched)
-            self._ahead = None
-        elif ahead is not None and new:  # the window launched ahead ends after its first step, before the prefill
-            yield from self._guarded(lambda batch: self._decode(batch, short=True), self._live_of(ahead.batch))
+        self._drop_ended_ahead()
+        if self._ahead is not None and new:  # the window launched ahead ends after its first step, before the prefill
+            yield from self._guarded(lambda batch: self._decode(batch, short=True), self._live_of(self._ahead.batch))
         if new:
             yield from self._guarded(self._prefill, new)
         if self._active:
             yield from self._guarded(self._decode, [self._active[s] for s in sorted(self._active)])
+
+    def _drop_ended_ahead(self) -> None:
+        """A window launched ahead whose requests have all ended (finished or aborted) is dropped, never read."""
+        if self._ahead is not None and not self._live_of(self._ahead.batch):
+            self.runner.discard(self._ahead.launched)
+            self._ahead = None
 
     def _live_of(self, batch: list[_Live]) -> list[_Live]:
         """Those of these requests that still hold their slot."""
@@ -360,16 +363,15 @@ class BatchScheduler:
             launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
                                           tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
-        steps = self.steps_per_sync
+        steps, after = self.steps_per_sync, length + self.steps_per_sync  # after this window: at least that long
         if self._overlap or (self._pipeline and not short):  # the next window's draft, for this batch after this one
-            ahead_draft = self.budget.choose_ahead(ids, left, length + steps, steps)
+            ahead_draft = self.budget.choose_ahead(ids, left, after, steps)
             # not while requests wait to be re-run alone: their prefills come next (none may precede a window's read)
             if (self._pipeline and not short and not self._suspects and not self._all_ending(batch, left)
                     and self.runner.ahead_ok(slots, ahead_draft.size, self.spec, ahead_draft.tree, steps)):
                 ahead_draft = self.budget.commit_ahead()
                 self._ahead = _Ahead(batch, ahead_draft, self.runner.launch(
-                    slots, ahead_draft.size, self.spec, steps, free=self._free, tree=ahead_draft.tree, run=1),
-                    length + steps)
+                    slots, ahead_draft.size, self.spec, steps, free=self._free, tree=ahead_draft.tree, run=1), after)
         out = self.runner.read(launched)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
@@ -387,9 +389,7 @@ class BatchScheduler:
         events = [self._finish(window[i], out.new_tokens[i]) if out.done[i]
                   else StepEvent(window[i].request_id, out.new_tokens[i], False) for i in kept]
         if not self._active:  # no window follows to hide it behind
-            if self._ahead is not None:  # every request of it ended in this window: never read
-                self.runner.discard(self._ahead.launched)
-                self._ahead = None
+            self._drop_ended_ahead()  # its requests all ended in this window
             if self._overlap:
                 self._hand_over()
             else:

@@ -295,7 +295,7 @@ class SpecStep:
             raise ValueError("this window cannot be launched before the read of the one before it (its slots' "
                              "pending context rows must be cut first): read that window first")
         dev, n = self.device, len(slots)
-        max_tau = Draft("tree", k).max_tau(self.block_size) if tree else k
+        max_tau = self._longest_tau(k, tree)
         upto = self._attention_length(max(self._length_bound(s) for s in slots) + self._window_reach(k, tree, steps))
         if self.cuda_graphs:
             bucket = next(b for b in self.buckets if b >= n)
@@ -436,7 +436,11 @@ class SpecStep:
         """How far past its slots' cache lengths a window of `steps` steps verifying k positions (a tree: k nodes)
         attends: each step verifies k positions past its cache (a tree's nodes before compaction) and keeps at most its
         longest τ, so (steps - 1) x that + k (for trees less than steps x k: fewer length buckets crossed)."""
-        return (steps - 1) * (Draft("tree", k).max_tau(self.block_size) if tree else k) + k
+        return (steps - 1) * self._longest_tau(k, tree) + k
+
+    def _longest_tau(self, k: int, tree: bool) -> int:
+        """The longest τ a step verifying k positions (a tree: k nodes) can have."""
+        return Draft("tree" if tree else "chain", k).max_tau(self.block_size)
 
     def _attention_length(self, upto: int) -> int:
         """The attention length of a window's steps whose slots' cache lengths stay <= upto: upto itself, or on CUDA a
