@@ -219,11 +219,17 @@ def main(argv=None) -> int:
                     tau = (after["dflash_acceptance_length_sum"] - before[mode]["dflash_acceptance_length_sum"]) / count \
                         if count else None
                     row = summarize(mode, c, walls[mode], done[mode], tau)
+                    # CUDA graphs captured inside the level (requests waited for them) and the seconds that took
+                    row["graphs_captured"] = after.get("dflash_cuda_graphs", 0) - before[mode].get("dflash_cuda_graphs", 0)
+                    row["first_use_s"] = (after.get("dflash_cuda_graph_first_use_seconds", 0)
+                                          - before[mode].get("dflash_cuda_graph_first_use_seconds", 0))
                     rows.append(row)
                     outputs[(mode, c)] = [x["text"] for x in done[mode]]  # every round's: each is checked against AR
                     print(f"{mode:9s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
                           f"{row['per_user_tokens_per_s']:6.1f} tok/s per user, TTFT mean {row['ttft_mean_ms']:6.1f} ms "
-                          f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}",
+                          f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}"
+                          + (f", {row['graphs_captured']:.0f} graphs captured in the level ({row['first_use_s']:.2f} s)"
+                             if row["graphs_captured"] else ""),
                           file=sys.stderr, flush=True)
         finally:
             for s in servers.values():

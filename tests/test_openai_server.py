@@ -406,6 +406,7 @@ def test_metrics_count_tokens_and_acceptance(server, client, engine):
             for k in range(1, 16)]
     assert rate[0] > 0.5 and all(a >= b for a, b in zip(rate, rate[1:]))
     assert m["dflash_verify_len"] == 16 and m["dflash_time_to_first_token_seconds_count"] > 0
+    assert m["dflash_cuda_graphs"] == 0 and m["dflash_cuda_graph_first_use_seconds"] == 0  # CPU: no CUDA graphs
 
 
 def test_sigint_stops_the_server(server):

@@ -215,6 +215,38 @@ def test_cost_table_on_gpu_times_the_replayed_step():
            [r.token_ids for r in host.generate(PROMPTS, params)]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("draft", [None, "tree:32", "auto"])
+def test_graphs_captured_at_start_leave_none_to_capture(draft):
+    """A scheduler's capture_graphs (what a server runs at start) captures every step shape its windows may meet: a
+    workload afterwards (joins, every batch bucket, lengths up to max_seq_len, auto's drafts and both context widths)
+    captures nothing more, and still gives AR's tokens."""
+    require_gpu_plugins()
+    make = dict(device="cuda", dtype="float32", max_batch_size=4, max_seq_len=256)
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", **make)
+    host = TorchEngine.from_pretrained(PAIR / "target", None, decode_loop="host", **make)
+    kwargs = {"use_drafter": False} if draft is None else {"draft": draft}
+    sched = engine.new_scheduler(**kwargs)
+    count, _ = sched.capture_graphs()
+    step = engine.step_runner
+    assert count == len(step.graphs) > 0 and step.capture_s == 0
+    assert sched.capture_graphs()[0] == 0  # captured already
+    params = [SamplingParams(max_new_tokens=n, ignore_eos=True) for n in (150, 40, 9, 100, 60, 3, 100)]  # to ~244
+    got = engine.generate(PROMPTS, params, **kwargs)
+    assert [r.token_ids for r in got] == [r.token_ids for r in host.generate(PROMPTS, params)]
+    assert len(step.graphs) == count and step.capture_s == 0, "a window captured a shape capture_graphs did not"
+
+
+def test_capture_graphs_is_for_an_idle_scheduler(engines):
+    """Without CUDA graphs capture_graphs captures nothing; with a request added it refuses (the slots must be free)."""
+    engine = engines("host", 1)
+    sched = engine.new_scheduler(draft="auto")
+    assert sched.capture_graphs()[0] == 0 and not engine.step_runner.graphs
+    sched.add("a", PROMPTS[0], SamplingParams(max_new_tokens=4))
+    with pytest.raises(RequestError, match="before any request"):
+        sched.capture_graphs()
+
+
 def _pipelined(engine, **kwargs):
     """A scheduler with the pipeline on (the next window launched with its first step before the current one's read;
     on by default with CUDA graphs only) and its budget's GPU bookkeeping (every window's observations taken in while

@@ -132,6 +132,16 @@ class BatchScheduler:
         self.last_batch_size = 0  # requests in the latest decode window
         engine.cache_owner = self  # the caches are this scheduler's now; an older scheduler refuses to step
 
+    def capture_graphs(self) -> tuple[int, float]:
+        """Capture now (CUDA graphs) every step shape this scheduler's windows may run — its budget's drafts at every
+        batch bucket, attention length and context width (SpecStep.capture_graphs) — before any request: a server's
+        first requests then wait for no capture. Returns (graphs captured, seconds). Needs every slot free."""
+        if self._active or self._waiting or self._suspects:
+            raise RequestError("capture_graphs runs before any request is added")
+        t0 = time.perf_counter()
+        count = self.runner.capture_graphs(self.budget.drafts, self.spec)
+        return count, time.perf_counter() - t0
+
     # ---- queries -----------------------------------------------------------------------------------------------------
 
     @property

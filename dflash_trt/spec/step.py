@@ -170,7 +170,7 @@ class SpecStep:
         self.host_context = [0] * n  # drafter context rows pending per slot (= the last step's τ), as of that read
         self.buckets = bucket_sizes(n)
         self._rows = {b: torch.zeros(b, **long) for b in self.buckets}
-        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (K, spec, frozen, bucket, length) -> captured step
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # _graph_key -> captured step
         self._pool = None
         # the cost table's captured steps (measure_costs), in a memory pool of their own, freed with them (a pool
         # whose graphs are all gone cannot take another capture: the windows' graphs must not share it)
@@ -312,10 +312,8 @@ class SpecStep:
                     self.drafter_cache.lengths[p] = 0
                     self.context_counts[p] = 0
                     self.context_from[p] = 0
-            key = (k, spec, tree, bucket, upto)
         else:
             rows = self._on_device(slots)
-            key = None
         self._host_rows = None if self.cuda_graphs else list(slots)  # a captured step must not bake in a slice
         if self.compiled:  # a slice when the slots are consecutive, or their span (eager forwards take the list)
             view, within = slot_span(rows, self._host_rows)
@@ -331,8 +329,7 @@ class SpecStep:
         self._defer = defer
         if self._defer:  # (behind unread windows none is cut: ahead_ok; the counts host_context holds are stale then)
             self._drop_context([s for s in slots if self._context_bound(s) + steps > self.context_rows])
-        if key is not None:  # a deferring (K = 1) step reads no context rows: its width is no part of its graph
-            key = key + (0 if self._defer else self._context_width, self._defer)
+        key = self._graph_key(k, spec, tree, bucket, upto) if self.cuda_graphs else None
         start_produced = self.produced[rows[:n]]
         frozen = steps > 1 or self.cuda_graphs  # rows may be done during the window: mask them
         self.step_index.zero_()
@@ -527,6 +524,11 @@ class SpecStep:
             return  # the capture recorded the step without running it; _captured_step's eager run was this step
         graph.replay()
         self.graph_replays += 1
+
+    def _graph_key(self, k: int, spec: bool, tree: bool, bucket: int, upto: int) -> tuple:
+        """A captured step's shape: its draft, batch bucket, attention length and (drafting steps) the context width
+        set for the window; a deferring (K = 1) step reads no context rows, so its width is no part of its graph."""
+        return (k, spec, tree, bucket, upto, 0 if self._defer else self._context_width, self._defer)
 
     def _captured_step(self, step, pool) -> torch.cuda.CUDAGraph:
         """step() run eagerly once (warms up cuBLAS, the plugins: the step it runs is real), then captured into a CUDA
@@ -801,3 +803,46 @@ class SpecStep:
                 times[(n, d, length)].append(self._timed_step(n, d.size, True, length, d.tree))
         self._free_timing_graphs()  # the device loop's windows capture their own
         return {s: sorted(t)[len(t) // 2] for s, t in times.items()}
+
+    @torch.inference_mode()
+    def capture_graphs(self, drafts: list[Draft], spec: bool) -> int:
+        """Capture now every step shape windows of these drafts may run (with CUDA graphs; else nothing): each batch
+        bucket x attention length bucket x context width (a drafting step's two: the block's, all the rows; a deferring
+        one's none), each after an eager run of it on dummy state in free slots, as a window's first use of a shape
+        would. A server calls it at start, so that no request waits for a capture: a window that meets a new shape runs
+        it eagerly and captures it (7-12 ms each on an H200 with the fixture pair; more with a bigger model), and auto's
+        windows meet many shapes (drafts x lengths x widths), some only under a load the first requests did not bring.
+        Returns how many graphs it captured (shapes already captured are kept). All slots must be free."""
+        if not self.cuda_graphs:
+            return 0
+        if not all(self.done.tolist()):
+            raise ValueError("capture_graphs needs every slot free (no request live)")
+        spec = spec and self.drafter is not None
+        capacity = self.target_cache.capacity
+        uptos = sorted({length_bucket(b, capacity) for b in powers_of_two_to(capacity)})
+        before, capture_s = len(self.graphs), self.capture_s
+        for d in drafts:
+            k, tree = d.size, d.tree and spec
+            defer = spec and k == 1 and not tree
+            reach, nearest = self._window_reach(k, tree, self.max_window), self._window_reach(k, tree, 1)
+            pending = (0, self.context_rows) if spec and not defer else (0,)  # (a deferring step's width: unused)
+            widths = sorted({self._window_context_width(k, p, self.max_window) for p in pending})
+            for bucket in self.buckets:
+                rows = self._rows[bucket]
+                for upto in uptos:
+                    if upto < length_bucket(1 + nearest, capacity):  # no window attends this short
+                        continue
+                    length = max(1, upto - reach)  # a window whose attention reaches upto from here
+                    for width in widths:
+                        rows.copy_(torch.arange(bucket, device=self.device))
+                        self._timing_state(rows, bucket, k, spec, length, tree, True)
+                        self._context_width, self._defer = width, defer
+                        key = self._graph_key(k, spec, tree, bucket, upto)
+                        if key not in self.graphs:
+                            if tree:
+                                self._tree_candidates(k)
+                            self._run(rows, k, spec, upto, True, key, tree)
+                        self._timing_reset(rows, spec)
+        torch.cuda.synchronize(self.device)
+        self.capture_s, self._captured = capture_s, False  # (capture_s: what windows spent on first uses)
+        return len(self.graphs) - before

@@ -12,6 +12,10 @@
     dflash_time_to_first_token_seconds              histogram: request admitted -> its first token
     dflash_requests_running / dflash_requests_waiting   gauges: requests holding a batch slot / queued for one
     dflash_verify_len                               gauge: K (1 = plain autoregressive)
+    dflash_cuda_graphs                              gauge: step shapes captured as CUDA graphs (0 without them)
+    dflash_cuda_graph_first_use_seconds             gauge: seconds windows spent on shapes they met first (an eager
+                                                    run + a capture each, while requests waited; the ones captured at
+                                                    start are not counted)
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class Metrics:
                               buckets=[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registry=r)
         self.running = Gauge("dflash_requests_running", "Requests holding a batch slot", registry=r)
         self.waiting = Gauge("dflash_requests_waiting", "Requests queued for a batch slot", registry=r)
+        self.graphs = Gauge("dflash_cuda_graphs", "Step shapes captured as CUDA graphs", registry=r)
+        self.first_use = Gauge("dflash_cuda_graph_first_use_seconds", "Seconds windows spent on step shapes they met "
+                               "first (eager run + capture) after start", registry=r)
         Gauge("dflash_verify_len", "K, block slots verified per step (1 = autoregressive)", registry=r).set(verify_len)
 
     def observe_taus(self, taus: Sequence[int]) -> None:

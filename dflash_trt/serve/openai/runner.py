@@ -99,6 +99,9 @@ class EngineRunner:
         self._scheduler_args = dict(verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync,
                                     draft=draft)
         self.scheduler = engine.new_scheduler(**self._scheduler_args)
+        graphs, seconds = self.scheduler.capture_graphs()  # before any request: none waits for a capture
+        if graphs:
+            _log.info("dflash-trt: captured %d CUDA graphs (step shapes) in %.1f s", graphs, seconds)
         self.k = self.scheduler.k  # 1 = plain AR
         self.metrics = metrics
         self._queue: queue.Queue = queue.Queue()
@@ -177,6 +180,9 @@ class EngineRunner:
         if self.metrics is not None:
             self.metrics.running.set(self.running)
             self.metrics.waiting.set(self.waiting)
+            step = self.engine.step_runner
+            self.metrics.graphs.set(len(step.graphs))
+            self.metrics.first_use.set(step.capture_s)
 
     def _send(self, sink: Sink, message: object, gid: int | None = None) -> None:
         try:

@@ -94,6 +94,9 @@ class TritonPythonModel:
             f"[dflash] loaded target={target} drafter={drafter} device={self.engine.device} "
             f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} verify_len={self.scheduler.k} "
             f"draft={self.scheduler.budget.describe()}")
+        graphs, seconds = self.scheduler.capture_graphs()  # before any request: none waits for a capture
+        if graphs:
+            self.logger.log_info(f"[dflash] captured {graphs} CUDA graphs (step shapes) in {seconds:.1f} s")
         self._queue = queue.Queue()
         self._next_id = 0
         self._thread = threading.Thread(target=self._loop, name="dflash-loop", daemon=True)
