@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         prompts = [encode_prompt(engine.tokenizer, t, args.max_seq_len - args.max_new_tokens)[0] for t in turns]
         batches = [prompts[i: i + size] for i in range(0, len(prompts), size)]
         engine.generate(batches[0][:1], SamplingParams(max_new_tokens=8), draft="auto")  # auto's cost table
-        measured = engine._cost_table[2].seconds if engine._cost_table else {}
+        measured = engine.cost_table.seconds if engine.cost_table else {}
         costs = {_entry(key): round(s * 1e3, 4) for key, s in sorted(measured.items()) if key[0] in (1, size)}
         print(f"batch {size}: auto's measured cost table, ms per step: {costs}", flush=True)
         all_modes = ["ar"] + modes
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
                           "windows_dropped": dropped[mode],
                           "ms_per_window": 1e3 * (seconds[mode] - capture_s[mode] - prefill_s[mode])
                           / max(windows[mode], 1)}
-        table = engine._cost_table[2] if engine._cost_table else None
+        table = engine.cost_table
         if table is not None:  # what auto learnt online: the machine's drift and its probes' cost over their entries
             print(f"  auto's cost table after the run: drift {table.drift:.3f}, probe factor {table.probe_factor:.3f}; "
                   + ", ".join(f"{_entry(key)} {s * 1e3:.4f} ms" for key, s in sorted(table.seconds.items())
