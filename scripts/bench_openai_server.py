@@ -200,6 +200,9 @@ def main(argv=None) -> int:
         try:
             for s in servers.values():
                 s.wait_ready()
+                graphs = s.metrics().get("dflash_cuda_graphs", 0)
+                if graphs:
+                    print(f"{s.mode}: {graphs:.0f} CUDA graphs captured at start", file=sys.stderr, flush=True)
                 asyncio.run(run_level(s.url, turns[:1], 1, 8))  # it answers
                 for _ in range(args.warmup_rounds):  # not measured: a server's first requests capture its graphs
                     asyncio.run(run_level(s.url, turns, max(levels), args.max_tokens))  # and teach auto its costs
