@@ -34,8 +34,8 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
-from dflash_trt.spec.budget import (AUTO_TREES, COST_SMOOTHING, GRAPH_COST_SMOOTHING, AcceptanceCounts, AutoBudget,
-                                    CostTable, Draft, Fixed, TreeClock, TreeCounts, auto_drafts)
+from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, TreeClock,
+                                    TreeCounts, auto_drafts)
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep, cache_headroom
 
@@ -136,9 +136,7 @@ class TorchEngine:
         # auto considers (none where the target cannot verify trees).
         self.draft_costs: dict[tuple[int, Draft], float] | None = None
         self.refine_draft_costs = True
-        # how fast a draft's cost entry follows its windows' times (CostTable.observe): fast where they are clean
-        self.draft_cost_rate = GRAPH_COST_SMOOTHING if self.step_runner.cuda_graphs else COST_SMOOTHING
-        self._cost_table: tuple | None = None  # (draft_costs, refine, rate it came from; the CostTable auto refines)
+        self._cost_table: tuple | None = None  # (draft_costs it came from, refine, the CostTable every auto run refines)
         self.draft_prior: list[float] | None = None
         self.auto_trees: tuple[int, ...] = AUTO_TREES if self.step_runner.max_tree_nodes else ()
         # the drafter's acceptance, counted over every auto run: chains, and per tree size
@@ -234,18 +232,17 @@ class TorchEngine:
         if self.draft_curve is None:
             self.draft_curve = AcceptanceCounts.empty(k - 1)
         kept = self._cost_table
-        inputs = (self.draft_costs, self.refine_draft_costs, self.draft_cost_rate)
-        if kept is None or kept[0] is not inputs[0] or kept[1:3] != inputs[1:]:  # one per engine
-            kept = self._cost_table = inputs + (CostTable.measured(self.draft_costs, refine=self.refine_draft_costs,
-                                                                   entry_rate=self.draft_cost_rate),)
-        return AutoBudget(k, kept[3],
+        if kept is None or kept[0] is not self.draft_costs or kept[1] != self.refine_draft_costs:  # one per engine
+            kept = self._cost_table = (self.draft_costs, self.refine_draft_costs,
+                                       CostTable.measured(self.draft_costs, refine=self.refine_draft_costs))
+        return AutoBudget(k, kept[2],
                           prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
                           tree_curves=self.tree_curves, tree_clock=self.tree_clock)
 
     @property
     def cost_table(self) -> CostTable | None:
         """The cost table auto's schedulers on this engine refine (None before the first)."""
-        return self._cost_table[3] if self._cost_table else None
+        return self._cost_table[2] if self._cost_table else None
 
     def prepare(self, request_id: Hashable, prompt, params: SamplingParams | None, *, label: str = "request",
                 field_names: dict[str, str] | None = None) -> Request:

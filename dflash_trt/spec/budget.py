@@ -85,7 +85,6 @@ REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request'
 REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
-GRAPH_COST_SMOOTHING = 0.2  # ... where windows replay CUDA graphs, whose times are clean (TorchEngine.draft_cost_rate)
 REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (where the host waits for it: on CPU)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
@@ -147,7 +146,6 @@ class CostTable:
 
     seconds: dict[tuple, float]  # (n, draft, cache length) or (n, draft) -> seconds per step, at the table's speed
     refine: bool = True
-    entry_rate: float = COST_SMOOTHING  # how fast a draft's entry follows its windows (see observe)
     drift: float = 1.0  # the machine's speed now relative to the table's (window time / table entry), learnt online
     probe_factor: float = 1.0  # what probes' windows cost over their entries (geometric mean): see AutoBudget.choose
     # per draft: what its windows cost over their entries right after a window of another draft (see observe)
@@ -176,8 +174,7 @@ class CostTable:
         return (n, d) if length is None else (n, d, length)
 
     @classmethod
-    def measured(cls, seconds: dict[tuple, float], refine: bool = True,
-                 entry_rate: float = COST_SMOOTHING) -> "CostTable":
+    def measured(cls, seconds: dict[tuple, float], refine: bool = True) -> "CostTable":
         """A table from timings, made monotone (a step never costs less with a longer chain, a bigger tree, more rows
         or a longer cache: a timing that says so is noise), so noise cannot make a larger draft look free."""
         table = dict(seconds)
@@ -194,7 +191,7 @@ class CostTable:
             ascending([key for key in table if key[1] == d and rest(key) == r])
         for n, d in {key[:2] for key in table}:  # by length
             ascending([key for key in table if key[:2] == (n, d)])
-        return cls(table, refine, entry_rate=entry_rate)
+        return cls(table, refine)
 
     def sizes(self, d: Draft) -> list[int]:
         return self._sizes.get(d, [])
@@ -247,14 +244,9 @@ class CostTable:
         """A window's measured seconds per step (its batch's longest cache: `length`). The machine's speed drifts (a
         shared VM, clocks, other work), and it drifts for every draft alike, while the choice depends only on the
         ratios between drafts: so a window's time first moves `drift`, the machine's current speed relative to the
-        table (fast), and only what the drift does not explain moves the draft's own entry (at `entry_rate`; at every
-        length alike). Raw averages of window times judged each draft at the speed of the minutes it last ran in
-        (measured on this CPU: auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without), so on a CPU an
-        entry moves slowly (COST_SMOOTHING). Where windows replay CUDA graphs their times are clean, and the startup
-        table, timed one step at a time, can be wrong by more than the drafts' differences: on an H200 at batch 16 it
-        put tree:32 at 1.10x tree:16's step where their windows took 1.18x, so auto chose tree:32 for a quarter of its
-        windows (0.91x the best fixed draft, tree:16); there entries learn fast (GRAPH_COST_SMOOTHING: most of a 7 %
-        error gone after ~10 windows of the draft).
+        table (fast), and only what the drift does not explain moves the draft's own entry (slowly; at every length
+        alike). Raw averages of window times judged each draft at the speed of the minutes it last ran in (measured:
+        auto 0.95-0.96x the best fixed chain with them, 0.97-0.99x without).
 
         A window that followed one of another draft (`switched`) moves only that draft's switch factor: its cost over
         its entry then. A step's cost depends on the step before it: on this CPU an AR step at batch 4 took 2.53 ms
@@ -274,7 +266,7 @@ class CostTable:
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
         residual = math.log(seconds_per_step / (self.cost(n, k, length) * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
-        scale = math.exp(self.entry_rate * (1 - DRIFT_RATE) * residual)
+        scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
         for at in self.lengths:
             self.seconds[self._key(n, k, at)] *= scale
 
@@ -338,7 +330,6 @@ class Fixed:
 
     def __init__(self, draft: Draft):
         self.draft = draft
-        self.drafts = [draft]  # what its windows may run (as AutoBudget.drafts)
 
     def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
                length: int | None = None) -> Draft:
