@@ -237,6 +237,51 @@ def test_graphs_captured_at_start_leave_none_to_capture(draft):
     assert len(step.graphs) == count and step.capture_s == 0, "a window captured a shape capture_graphs did not"
 
 
+def test_wide_context_window_near_max_seq_len():
+    """A drafting window whose context width is all the rows (a slot joined a batch held at AR: its pending rows) with
+    another slot near max_seq_len: that slot's padding rows lie past the drafter cache's capacity and must not be
+    written or rotated there (they are masked; IndexError here before the fix, a device assert on a GPU)."""
+    from dflash_trt.spec.step import SlotRequest
+
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", max_batch_size=2,
+                                         max_seq_len=256)
+    step = engine.step_runner
+    ids = engine.tokenizer.encode(" ".join(QUESTIONS[:12]))
+    req = lambda slot, n: SlotRequest(slot, ids[:n], 0.0, 0, 1.0, 0, [], 256 - n)  # noqa: E731
+    first, _ = step.prefill([req(0, 240)], spec=True)
+    step.prefill([req(1, 100)], spec=True, defer_context=True)  # context_kept rows pending
+    for _ in range(20):
+        step.read(step.launch([1], 1, True, 1))  # deferring AR steps: more rows pending
+    assert step.host_context[1] > step.target_cache.capacity - 240
+    out = step.read(step.launch([0, 1], 4, True, 1))  # a drafting window: all the rows wide
+    got = first + out.new_tokens[0]
+    ar = TorchEngine.from_pretrained(PAIR / "target", None, device="cpu", max_batch_size=1, max_seq_len=256)
+    assert got == ar.generate([ids[:240]], SamplingParams(max_new_tokens=len(got)))[0].token_ids
+
+
+def test_capture_states_are_valid_steps(engines):
+    """Every shape capture_graphs would capture (CPU: its states, run eagerly — a capture runs each once before
+    recording it): the slots' caches hold a length whose window reaches the shape's attention length without passing
+    it, the drafter's context starts at a position >= 0, and the step runs; the slots are free again afterwards. Per
+    (draft, bucket) the attention lengths are those windows of that draft can have, up to the cache's capacity."""
+    engine = engines("device", 3)
+    step = engine.step_runner
+    drafts = engine.new_scheduler(draft="auto").budget.drafts
+    capacity, seen = step.target_cache.capacity, {}
+    for rows, k, spec, tree, upto, key in step._capture_states(drafts, True):
+        lengths = step.target_cache.lengths[rows]
+        assert (lengths >= 1).all() and (lengths + k <= upto).all(), (k, tree, upto, lengths)
+        if spec:
+            assert (step.drafter_cache.lengths[rows] >= 0).all(), (k, tree, upto)
+        with torch.inference_mode():
+            step._step_fn(rows, k, spec, upto, True, tree)
+        seen.setdefault((k, tree, rows.shape[0]), set()).add(upto)
+        assert key[:5] == (k, spec, tree, rows.shape[0], upto)
+    assert step.done.all() and (step.target_cache.lengths == 0).all()
+    assert {d.size for d in drafts} == {k for k, _, _ in seen} and all(max(u) == capacity for u in seen.values())
+    assert seen[(32, True, 1)] == {64, 128, 256, 512, capacity} and seen[(1, False, 4)] == {64, 128, 256, 512, capacity}
+
+
 def test_capture_graphs_is_for_an_idle_scheduler(engines):
     """Without CUDA graphs capture_graphs captures nothing; with a request added it refuses (the slots must be free)."""
     engine = engines("host", 1)

@@ -166,7 +166,10 @@ class DFlashDrafter(nn.Module):
         start = cache.lengths[slots]
         new_lengths = start + context_counts
         upto = max_length if max_length is not None else int(new_lengths.max())
-        context_positions = start[:, None] + torch.arange(c, device=context.device)
+        # rows past a sequence's count are padding (masked: its lengths advance by its count only); where the batch's
+        # widest count puts them past the cache's end (a sequence near max_seq_len beside one with many pending rows)
+        # they go to its last position, past every real one
+        context_positions = (start[:, None] + torch.arange(c, device=context.device)).clamp_max(cache.capacity - 1)
         key_positions = torch.arange(upto, device=context.device)
         sees_context = key_positions[None, :] < new_lengths[:, None]
         if context_from is not None:

@@ -815,34 +815,42 @@ class SpecStep:
         Returns how many graphs it captured (shapes already captured are kept). All slots must be free."""
         if not self.cuda_graphs:
             return 0
+        before, capture_s = len(self.graphs), self.capture_s
+        for rows, k, spec_, tree, upto, key in self._capture_states(drafts, spec):
+            if key not in self.graphs:
+                self._run(rows, k, spec_, upto, True, key, tree)
+        torch.cuda.synchronize(self.device)
+        self.capture_s, self._captured = capture_s, False  # (capture_s: what windows spent on first uses)
+        return len(self.graphs) - before
+
+    def _capture_states(self, drafts: list[Draft], spec: bool):
+        """For capture_graphs: per step shape of these drafts, its slots (0..bucket-1, free) set up as a window of that
+        shape finds them (dummy tokens, a cache length whose window reaches the shape's attention length, its context
+        width), yielded as (rows, k, spec, tree, attention length, graph key), then freed again."""
         if not all(self.done.tolist()):
-            raise ValueError("capture_graphs needs every slot free (no request live)")
+            raise ValueError("capturing step shapes needs every slot free (no request live)")
         spec = spec and self.drafter is not None
         capacity = self.target_cache.capacity
         uptos = sorted({length_bucket(b, capacity) for b in powers_of_two_to(capacity)})
-        before, capture_s = len(self.graphs), self.capture_s
         for d in drafts:
             k, tree = d.size, d.tree and spec
             defer = spec and k == 1 and not tree
             reach, nearest = self._window_reach(k, tree, self.max_window), self._window_reach(k, tree, 1)
             pending = (0, self.context_rows) if spec and not defer else (0,)  # (a deferring step's width: unused)
             widths = sorted({self._window_context_width(k, p, self.max_window) for p in pending})
+            if tree:
+                self._tree_candidates(k)
             for bucket in self.buckets:
                 rows = self._rows[bucket]
                 for upto in uptos:
                     if upto < length_bucket(1 + nearest, capacity):  # no window attends this short
                         continue
-                    length = max(1, upto - reach)  # a window whose attention reaches upto from here
+                    # a window whose attention reaches upto from there; at least k, so that the drafter's context
+                    # (k // 2 rows) starts at a position >= 0; its k positions fit (upto >= 64 >= 2k)
+                    length = max(upto - reach, k)
                     for width in widths:
                         rows.copy_(torch.arange(bucket, device=self.device))
                         self._timing_state(rows, bucket, k, spec, length, tree, True)
                         self._context_width, self._defer = width, defer
-                        key = self._graph_key(k, spec, tree, bucket, upto)
-                        if key not in self.graphs:
-                            if tree:
-                                self._tree_candidates(k)
-                            self._run(rows, k, spec, upto, True, key, tree)
+                        yield rows, k, spec, tree, upto, self._graph_key(k, spec, tree, bucket, upto)
                         self._timing_reset(rows, spec)
-        torch.cuda.synchronize(self.device)
-        self.capture_s, self._captured = capture_s, False  # (capture_s: what windows spent on first uses)
-        return len(self.graphs) - before
