@@ -330,6 +330,7 @@ class Fixed:
 
     def __init__(self, draft: Draft):
         self.draft = draft
+        self.drafts = [draft]  # what its windows may run (as AutoBudget.drafts)
 
     def choose(self, requests: Sequence[Hashable], left: Sequence[int] | None = None,
                length: int | None = None) -> Draft:
