@@ -112,6 +112,7 @@ class EngineRunner:
         self.waiting = 0
         self.failure: str | None = None  # set if the thread died (then /health says so)
         self._thread: threading.Thread | None = None
+        self._gauges()  # (the graphs captured at start among them)
 
     # ---- any thread ----------------------------------------------------------------------------------------------
 
