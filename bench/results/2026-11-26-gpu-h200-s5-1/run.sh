@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# GPU run of 2026-11-26 (session 5, run 1): graphs captured at a server's start + cost entries learning fast on graphs
+# (HEAD) vs 3103a3b (.whl/variants/head: the last session's final code, its _window_reach never run on a GPU).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHON=python3 PYTHONUNBUFFERED=1
+R=/tmp/s5r1; rm -rf $R; mkdir -p $R; pack() { tar czf $OUT/results.tar.gz -C /tmp s5r1; }
+date > $R/env.txt; cp .whl/run.sh $R/; git log --oneline -1 >> $R/env.txt; nvidia-smi -L >> $R/env.txt
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a $R/timeline.txt; pack; }
+DFLASH_CUDA_ARCHS=90 scripts/build_plugins.sh > $R/build.log 2>&1 || echo BUILD FAILED
+export DFLASH_PLUGINS_LIB=$PWD/plugins/build/libdflash_plugins.so
+el gpu-tests
+PYTHONPATH=$PWD:/tmp/site timeout 150 python3 -m pytest -q -m gpu -rs tests/test_step.py tests/test_budget.py \
+  > $R/gpu_tests.log 2>&1; echo "rc $?" >> $R/gpu_tests.log; tail -3 $R/gpu_tests.log
+F=$PWD/tests/fixtures/gsm8k-tiny; D=$PWD/data/prompts/eagle_gsm8k.jsonl
+for v in new head; do
+  el "budget $v"
+  if [ $v = new ]; then P=$PWD; else P=$PWD/.whl/variants/$v; fi
+  PYTHONPATH=$P:/tmp/site timeout 90 python3 $P/scripts/bench_draft_budget.py --device cuda --num-prompts 80 \
+    --target $F/target --drafter $F/drafter --dataset $D \
+    --batch-sizes 1,8,16 --warmup 4 --output $R/draft_budget_$v > $R/bench_draft_budget_$v.txt 2>&1
+  echo "rc $?" >> $R/bench_draft_budget_$v.txt
+  grep -E "steady|rc " $R/bench_draft_budget_$v.txt | grep -oE "auto / best fixed \([a-z0-9:]+\): [0-9.]+|rc [0-9]+" | tr '\n' ' '; echo
+done
+el serving
+PYTHONPATH=$PWD:/tmp/site timeout 170 python3 scripts/bench_openai_server.py --device cuda --modes ar,chain:16,tree:32,auto \
+  --concurrency 1,2,4,8,16 --rounds 3 --num-prompts 16 --max-tokens 64 --warmup-rounds 1 --output $R/serving > $R/bench_serving.txt 2>&1
+echo "rc $?" >> $R/bench_serving.txt; grep -E "\| auto|rc |graphs|c= 4" $R/bench_serving.txt | cut -c1-220
+
+el done
