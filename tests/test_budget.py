@@ -23,8 +23,9 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, LENGTH_STEP, PRICE_WINDOWS, REFRESH_STEPS, TREE_MEASURE_STEPS,
-                                    AutoBudget, CostTable, Draft, Fixed, TreeClock, auto_drafts, candidates)
+from dflash_trt.spec.budget import (AUTO_TREES, LENGTH_STEP, PRICE_WINDOWS, REFRESH_STEPS, TAP_LEAD,
+                                    TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, TreeClock, auto_drafts,
+                                    candidates)
 from dflash_trt.spec.step import COST_LENGTHS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -179,6 +180,26 @@ def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     budget.observe("b", chain(16), [16] * 40)  # another request accepts everything: the global curve recovers ...
     assert budget.choose(["b"]) == chain(16)  # ... and b's own estimate says draft
     assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
+
+
+def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
+    """needs_context: a drafting window or a probe feeds the drafter; an AR window of a held batch does only within
+    TAP_LEAD steps of its next probe (windows of `steps` steps) and while a tree size is unmeasured; Fixed always."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=100,
+                        explore_share=1.0)
+    budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR
+    fed = []
+    for _ in range(101):
+        d = budget.choose(["a"])
+        fed.append((d.size, budget.needs_context(1), budget.needs_context(4)))
+    # windows 1..99 at K = 1 (the probe after probe_every = 100), then the probe, then AR again (interval 200)
+    assert [f[0] for f in fed] == [1] * 99 + [16, 1]
+    assert fed[:99] == [(1, 100 - i <= TAP_LEAD, (100 - i) * 4 <= TAP_LEAD) for i in range(1, 100)]
+    assert fed[99] == (16, True, True) and fed[100] == (1, False, False)
+    assert Fixed(chain(1)).needs_context(1)
+    trees = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), trees=(16,), probe_every=100)
+    trees.observe("a", chain(16), [1] * 20)
+    assert trees.choose(["a"]) == chain(1) and trees.needs_context(4)  # tree:16 not measured yet: fed
 
 
 def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
@@ -470,20 +491,24 @@ def variant(request):
 
 class Scripted(Fixed):
     """K from a fixed cycle, one per window (every K, 1 included, switching every window); a Draft in the cycle is
-    run as it is (a tree)."""
+    run as it is (a tree); "ar": K = 1 as a plain AR window (needs_context False: no taps, no context rows)."""
 
     def __init__(self, ks, defer: bool = False):
         super().__init__(chain(16))
-        self.ks, self.i, self.seen, self.defer = list(ks), 0, [], defer
+        self.ks, self.i, self.seen, self.defer, self.plain = list(ks), 0, [], defer, False
 
     def defers_context(self, n, length=None):  # defer: every prompt joins as if the batch were held at AR (spec/step.py prefill)
         return self.defer
+
+    def needs_context(self, steps=1):
+        return not self.plain
 
     def choose(self, requests, left=None, length=None):
         k = self.ks[self.i % len(self.ks)]
         self.i += 1
         self.seen.append(k)
-        return k if isinstance(k, Draft) else chain(k)
+        self.plain = k == "ar"
+        return k if isinstance(k, Draft) else chain(1 if k == "ar" else k)
 
 
 def scripted(engine: TorchEngine, ks, defer: bool = False) -> Scripted:
@@ -531,6 +556,29 @@ def test_prompts_left_out_of_the_drafter_are_lossless(make_pair, variant, batch)
     assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
     assert policy.seen.count(16) >= 1 and policy.seen.count(Draft("tree", 8)) >= 1  # drafting resumed after it
     assert int(step.context_from.max()) > 0  # the drafter's context started after position 0: the windows were used
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_plain_ar_windows_are_lossless(make_pair, variant, batch):
+    """AR windows that do not feed the drafter (plain AR steps: a held batch far from its next probe) between
+    deferring and drafting ones: the drafter's context restarts where it is fed again (spec/step.py _retap), greedy
+    and sampled outputs are AR's, ragged batch, budgets inside windows."""
+    pair = make_pair(family="qwen3")
+    engine = _engine(pair, variant)
+    prompts = PROMPTS[:batch]
+    params = [SamplingParams(max_new_tokens=m, temperature=t, seed=i, ignore_eos=True)
+              for i, (m, t) in enumerate([(70, 0.0), (61, 1.0), (66, 0.0), (57, 0.8)][:batch])]
+    ar = engine.generate(prompts, params, use_drafter=False)
+    oracle = _engine(pair, variant, _full_sequences(prompts, ar), corrupt=0.15)
+    step = oracle.step_runner
+    fed = []
+    launch = step.launch
+    step.launch = lambda slots, k, spec, *a, **kw: fed.append(spec) or launch(slots, k, spec, *a, **kw)
+    policy = scripted(oracle, ["ar", "ar", 4, "ar", 1, 1, 16, "ar", "ar", Draft("tree", 8), 1, "ar", 2])
+    spec = oracle.generate(prompts, params, draft="auto")
+    assert [s.token_ids for s in spec] == [a.token_ids for a in ar]
+    assert "ar" in policy.seen and False in fed and True in fed
+    assert int(step.context_from.max()) > 0  # the drafter's context restarted after plain windows
 
 
 @pytest.mark.parametrize("batch", [1, 4])
@@ -634,6 +682,13 @@ def test_drafter_context_survives_k1_windows():
     trees = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 32]
     assert len(after_tree) >= 8 and np.mean(after_tree) > 0.75 * chain_tau, (np.mean(after_tree), chain_tau)
     assert np.mean(trees) > chain_tau  # the tree accepts more than the chain on the trained drafter
+    # and after plain AR windows (no taps: a held batch far from its probe) then TAP_LEAD-like fed ones: the drafter's
+    # context restarted at the fed rows, and acceptance holds up (misplaced, it would collapse)
+    policy = scripted(engine, ["ar"] * 12 + [1] * 24 + [16] * 4)
+    mixed = engine.generate(prompts, long_params, draft="auto")
+    assert [r.token_ids for r in mixed] == [r.token_ids for r in plain] and "ar" in policy.seen
+    refed = [t for r in mixed for t, k in zip(r.stats.taus, r.stats.ks) if k == 16]
+    assert len(refed) >= 8 and np.mean(refed) > 0.75 * chain_tau, (np.mean(refed), chain_tau)
 
 
 def test_a_runs_drafted_steps_all_reach_the_drafters_curve(make_pair):

@@ -140,6 +140,8 @@ class BatchScheduler:
             raise RequestError("capture_graphs runs before any request is added")
         t0 = time.perf_counter()
         count = self.runner.capture_graphs(self.budget.drafts, self.spec)
+        if self.spec and Draft("chain", 1) in self.budget.drafts:  # auto's plain AR windows (_feeds_drafter)
+            count += self.runner.capture_graphs([Draft("chain", 1)], False)
         return count, time.perf_counter() - t0
 
     # ---- queries -----------------------------------------------------------------------------------------------------
@@ -370,8 +372,8 @@ class BatchScheduler:
         else:
             window, start = batch, length
             draft = self.budget.choose(ids, left, length)
-            launched = self.runner.launch(slots, draft.size, self.spec, self.steps_per_sync, free=self._free,
-                                          tree=draft.tree)
+            launched = self.runner.launch(slots, draft.size, self._feeds_drafter(draft), self.steps_per_sync,
+                                          free=self._free, tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
         steps, after = self.steps_per_sync, length + self.steps_per_sync  # after this window: at least that long
         if self._overlap or (self._pipeline and not short):  # the next window's draft, for this batch after this one
@@ -381,7 +383,8 @@ class BatchScheduler:
                     and self.runner.ahead_ok(slots, ahead_draft.size, self.spec, ahead_draft.tree, steps)):
                 ahead_draft = self.budget.commit_ahead()
                 self._ahead = _Ahead(batch, ahead_draft, self.runner.launch(
-                    slots, ahead_draft.size, self.spec, steps, free=self._free, tree=ahead_draft.tree, run=1), after)
+                    slots, ahead_draft.size, self._feeds_drafter(ahead_draft), steps, free=self._free,
+                    tree=ahead_draft.tree, run=1), after)
         out = self.runner.read(launched)
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
@@ -413,6 +416,12 @@ class BatchScheduler:
         else:  # the batch is done: whatever the caller does next is not this window's cost
             self.budget.observe_time(len(window), draft, elapsed / self.steps_per_sync, start)
         return events
+
+    def _feeds_drafter(self, draft: Draft) -> bool:
+        """Whether the window of the draft just chosen runs the drafter or feeds its context: every drafting window,
+        and an AR one unless the budget says no drafting window is near (AutoBudget.needs_context): then it is a plain
+        AR step, what an engine without a drafter runs."""
+        return self.spec and (draft.size > 1 or draft.tree or self.budget.needs_context(self.steps_per_sync))
 
     def _all_ending(self, batch: list[_Live], left: list[int]) -> bool:
         """Whether every request is expected to end in the window running now (its tokens left at most its last

@@ -44,7 +44,8 @@ from dflash_trt.spec.tree import (MAX_TREE_NODES, DraftTree, build_tree, chain_e
 MAX_STOP_IDS = 32  # stop ids per request (EOS included): the per-slot stop buffer's width
 DEFERRED_CONTEXT = 112  # context rows a slot may hold beyond a block: AR steps of a drafting engine (K = 1) append
 #                         their tap features there instead of running the drafter, which takes them in when it next
-#                         drafts; a slot whose rows are full keeps the newest half (SpecStep.launch)
+#                         drafts; a slot whose rows are full keeps the newest half (SpecStep.launch); a plain AR
+#                         window (launch with spec False: a held batch far from its probe) appends none (_retap)
 MIN_LENGTH_BUCKET = 64
 COST_LENGTHS = (128, 512)  # cache lengths the draft budget's cost table is timed at (SpecStep.measure_costs)
 
@@ -168,6 +169,10 @@ class SpecStep:
                                     device=dev) if drafter is not None else None)
         self.host_lengths = [0] * n  # target cache lengths as of the last host read: sizes attention without a sync
         self.host_context = [0] * n  # drafter context rows pending per slot (= the last step's τ), as of that read
+        # slots whose last window was a plain AR one (launch with spec False on a drafting engine: no taps, no context
+        # rows): their drafter state lags the target's; the next window that feeds the drafter restarts its context
+        # there (_retap)
+        self._untapped: set[int] = set()
         self.buckets = bucket_sizes(n)
         self._rows = {b: torch.zeros(b, **long) for b in self.buckets}
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # _graph_key -> captured step
@@ -215,6 +220,7 @@ class SpecStep:
         if self._in_flight:  # a window launched ahead would run its later steps on a slot prefilled meanwhile
             raise RuntimeError("prefill while a launched window is unread: read it (or discard it) first")
         dev, m = self.device, len(reqs)
+        self._untapped.difference_update(r.slot for r in reqs)
         slots = torch.tensor([r.slot for r in reqs], device=dev)
         self.temperature[slots] = torch.tensor([float(r.temperature) for r in reqs], device=dev)
         self.top_k[slots] = torch.tensor([r.top_k for r in reqs], device=dev)
@@ -295,6 +301,11 @@ class SpecStep:
             raise ValueError("this window cannot be launched before the read of the one before it (its slots' "
                              "pending context rows must be cut first): read that window first")
         dev, n = self.device, len(slots)
+        if self.drafter is not None:  # a plain AR window leaves the drafter behind; the next one that feeds it catches up
+            if not spec:
+                self._untapped.update(slots)
+            elif self._untapped.intersection(slots):
+                self._retap([s for s in slots if s in self._untapped])
         max_tau = self._longest_tau(k, tree)
         upto = self._attention_length(max(self._length_bound(s) for s in slots) + self._window_reach(k, tree, steps))
         if self.cuda_graphs:
@@ -493,6 +504,19 @@ class SpecStep:
                 result.chain_equivalent.append([(chain[2 * i], chain[2 * i + 1]) for i in range(steps) if row[3 + i] > 0])
         return result
 
+    def _retap(self, slots: list[int]) -> None:
+        """Slots whose windows since their last drafting or deferring one were plain AR (no taps): their drafter's
+        context restarts at their target cache's length, with nothing pending and nothing before it visible (as when
+        pending rows are cut: context_from). Queued on the device, so behind unread windows it takes their lengths."""
+        rows = self._on_device(slots)
+        lengths = self.target_cache.lengths[rows]
+        self.drafter_cache.lengths[rows] = lengths
+        self.context_from[rows] = lengths
+        self.context_counts[rows] = 0
+        for s in slots:
+            self.host_context[s] = 0
+        self._untapped.difference_update(slots)
+
     def _drop_context(self, slots: list[int]) -> None:
         """Keep the newest context_kept of these slots' pending context rows; the drafter's context starts at the
         first kept one (an AR stretch longer than the rows: the drafter would otherwise have to run to take them in,
@@ -527,8 +551,9 @@ class SpecStep:
 
     def _graph_key(self, k: int, spec: bool, tree: bool, bucket: int, upto: int) -> tuple:
         """A captured step's shape: its draft, batch bucket, attention length and (drafting steps) the context width
-        set for the window; a deferring (K = 1) step reads no context rows, so its width is no part of its graph."""
-        return (k, spec, tree, bucket, upto, 0 if self._defer else self._context_width, self._defer)
+        set for the window; a deferring (K = 1) or plain AR step reads no context rows, so its width is no part of its
+        graph."""
+        return (k, spec, tree, bucket, upto, self._context_width if spec and not self._defer else 0, self._defer)
 
     def _captured_step(self, step, pool) -> torch.cuda.CUDAGraph:
         """step() run eagerly once (warms up cuBLAS, the plugins: the step it runs is real), then captured into a CUDA
