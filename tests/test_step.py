@@ -370,13 +370,49 @@ def test_pipelined_plain_ar_windows(engines):
     sched = _pipelined(engine, draft="chain:16")
     sched.budget = _Cycle(["ar", "ar", Draft("chain", 4), "ar", Draft("chain", 1), Draft("tree", 16), "ar",
                            Draft("chain", 16)])
+    step, exact = engine.step_runner, []
+    read = step.read
+
+    def checked(launched):  # with nothing else in flight the host's pending counts are the device's
+        out = read(launched)
+        if not step._in_flight:
+            live = [s for s, d in zip(launched.slots, out.done) if not d]
+            exact.append([step.host_context[s] for s in live] == step.context_counts[live].tolist())
+        return out
+
+    step.read = checked
     for i, p in enumerate(PROMPTS):
         sched.add(i, p, params)
     ahead: list = []
     outputs = _drain(sched, ahead)
     assert [outputs[i] for i in range(len(PROMPTS))] == [r.token_ids for r in ar]
     assert sum(ahead) >= 3 and "ar" in sched.budget.kinds and not engine.step_runner._in_flight
+    assert len(exact) >= 3 and all(exact)
     assert int(engine.step_runner.context_from.max()) > 0  # the drafter's context restarted after plain windows
+
+
+def test_retap_behind_an_unread_plain_window(engines):
+    """A deferring window launched behind an unread plain AR window restarts the drafter's context (_retap): once
+    both are read the host's pending counts are the device's (the plain window's read leaves them alone), and a
+    drafting window after them gives AR's tokens."""
+    from dflash_trt.spec.step import SlotRequest
+
+    engine = engines("device", 3)
+    step = engine.step_runner
+    ids = [engine.tokenizer.encode(p) for p in PROMPTS[:2]]
+    first, _ = step.prefill([SlotRequest(i, ids[i], 0.0, 0, 1.0, 0, [], 40) for i in range(2)], spec=True)
+    plain = step.launch([0, 1], 1, False, 3)
+    deferring = step.launch([0, 1], 1, True, 3, run=1)
+    assert step._in_flight == [plain, deferring]
+    outs = [step.read(plain)]
+    step.resume(deferring)
+    outs.append(step.read(deferring))
+    assert [step.host_context[s] for s in (0, 1)] == step.context_counts[:2].tolist() == [3, 3]
+    outs.append(step.read(step.launch([0, 1], 4, True, 3)))
+    ar = engine.generate(PROMPTS[:2], SamplingParams(max_new_tokens=40), use_drafter=False)
+    for i in range(2):
+        got = [first[i]] + [t for o in outs for t in o.new_tokens[i]]
+        assert got == ar[i].token_ids[: len(got)]
 
 
 def test_pipelined_abort_and_join(engines):

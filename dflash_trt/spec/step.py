@@ -106,6 +106,7 @@ class Launched:
     run: tuple = ()  # (rows, k, spec, upto, frozen, key, the step's window state, start_produced, graphs made before)
     ready: object = None  # CUDA: the event after the read tensor's copy to the host (read() waits for it alone)
     host: torch.Tensor | None = None  # ... that copy (pinned host memory)
+    spec: bool = True  # it ran or fed the drafter (False: plain AR, with or without a drafter: no context rows)
 
 
 @dataclass
@@ -347,7 +348,7 @@ class SpecStep:
         self._captured = False
         launched = Launched(list(slots), k, steps, tree, defer, None, False, growth=steps * max_tau, max_tau=max_tau,
                             run=(rows, k, spec, upto, frozen, key, self._window_state(), start_produced,
-                                 self._graphs_compiled()))
+                                 self._graphs_compiled()), spec=spec)
         self._in_flight.append(launched)
         self._queue(launched, run)
         return launched
@@ -426,10 +427,10 @@ class SpecStep:
 
     def _context_bound(self, slot: int) -> int:
         """A slot's pending context rows after the windows queued so far (exact without unread windows): a drafting
-        window leaves at most its longest τ, a deferring one adds one per step."""
+        window leaves at most its longest τ, a deferring one adds one per step, a plain AR one adds none."""
         pending = self.host_context[slot]
         for w in self._in_flight:
-            if slot in w.slots:
+            if slot in w.slots and w.spec:  # (a plain AR window leaves them as they were)
                 pending = pending + w.steps if w.defer else w.max_tau
         return pending
 
@@ -494,7 +495,7 @@ class SpecStep:
             self.host_lengths[s] = length
             if launched.defer:  # pending context rows: one more per step taken
                 self.host_context[s] += len(taken)
-            elif taken:  # the last step's τ rows
+            elif taken and launched.spec:  # the last step's τ rows (a plain AR window leaves them as they were)
                 self.host_context[s] = taken[-1]
             result.new_tokens.append(row[tokens_at: tokens_at + count])
             result.taus.append(taken)
