@@ -59,7 +59,8 @@ def make_app(engine, *, model_name: str, verify_len: int | None = None, use_draf
 
     runner = EngineRunner(engine, verify_len=verify_len, use_drafter=use_drafter, steps_per_sync=steps_per_sync,
                           draft=draft)
-    metrics = runner.metrics = Metrics(runner.scheduler.max_tau)  # τ buckets: up to K (a tree: its depth + 1)
+    metrics = Metrics(runner.scheduler.max_tau)  # τ buckets: up to K (a tree: its depth + 1)
+    runner.set_metrics(metrics)
     created = int(time.time())
 
     @contextlib.asynccontextmanager

@@ -112,9 +112,13 @@ class EngineRunner:
         self.waiting = 0
         self.failure: str | None = None  # set if the thread died (then /health says so)
         self._thread: threading.Thread | None = None
-        self._gauges()  # (the graphs captured at start among them)
 
     # ---- any thread ----------------------------------------------------------------------------------------------
+
+    def set_metrics(self, metrics) -> None:
+        """Report into `metrics` (serve.openai.metrics.Metrics), its gauges set now (the graphs captured at start)."""
+        self.metrics = metrics
+        self._gauges()
 
     def start(self) -> None:
         if self._thread is None:
