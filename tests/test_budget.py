@@ -202,6 +202,25 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
     assert trees.choose(["a"]) == chain(1) and trees.needs_context(4)  # tree:16 not measured yet: fed
 
 
+def test_drafting_on_merit_keeps_the_probe_backoff():
+    """A window that drafts on merit (here: a batch of one at a drain, where drafting pays) restarts the count of AR
+    windows but not the backoff: the full batch, held at AR, probes next after the interval it had reached, not after
+    probe_every again."""
+    costs = {(n, d): 1.0 if d == chain(1) else (1.2 if n == 1 else 8.0)
+             for n in (1, 4) for d in auto_drafts(16, ())}
+    budget = AutoBudget(16, CostTable(costs, refine=False), probe_every=3, explore_share=1.0)
+    batch = list("abcd")
+    for r in batch:
+        budget.observe(r, chain(16), [4] * 20)  # 3 drafts accepted a step: AR at 4 requests, drafting alone
+    probes = [i for i in range(10) if budget.choose(batch).size > 1]
+    assert len(probes) == 2 and probes[1] - probes[0] > 3  # the backoff grew: 3 (+ the price's wait), 6, 12, ...
+    for _ in range(9 - probes[1]):
+        assert budget.choose(batch) == chain(1)
+    assert budget.choose(["a"]).size > 1  # a alone drafts on merit
+    picks = [budget.choose(batch).size > 1 for _ in range(30)]
+    assert picks.index(True) >= 8  # the batch's next probe after the interval it had reached (12; restarted: ~4)
+
+
 def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
     """A probe runs the whole batch: requests joining a batch held at AR must not each bring their own short
     interval (a server at concurrency 16 probed almost every few windows that way)."""
