@@ -858,7 +858,8 @@ class SpecStep:
         spec = spec and self.drafter is not None
         capacity = self.target_cache.capacity
         uptos = sorted({length_bucket(b, capacity) for b in powers_of_two_to(capacity)})
-        for d in drafts:
+        # the largest shapes first, as vLLM captures: the later, smaller ones reuse the shared pool's memory
+        for d in sorted(drafts, key=lambda d: -d.size):
             k, tree = d.size, d.tree and spec
             defer = spec and k == 1 and not tree
             reach, nearest = self._window_reach(k, tree, self.max_window), self._window_reach(k, tree, 1)
@@ -866,9 +867,9 @@ class SpecStep:
             widths = sorted({self._window_context_width(k, p, self.max_window) for p in pending})
             if tree:
                 self._tree_candidates(k)
-            for bucket in self.buckets:
+            for bucket in reversed(self.buckets):
                 rows = self._rows[bucket]
-                for upto in uptos:
+                for upto in reversed(uptos):
                     if upto < length_bucket(1 + nearest, capacity):  # no window attends this short
                         continue
                     # a window whose attention reaches upto from there; at least k, so that the drafter's context
