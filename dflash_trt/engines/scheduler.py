@@ -245,7 +245,10 @@ class BatchScheduler:
 
     def _live_of(self, batch: list[_Live]) -> list[_Live]:
         """Those of these requests that still hold their slot."""
-        return [live for live in batch if self._active.get(live.slot) is live]
+        return [live for live in batch if self._holds_slot(live)]
+
+    def _holds_slot(self, live: _Live) -> bool:
+        return self._active.get(live.slot) is live
 
     def _guarded(self, run, batch: list[_Live]) -> Iterator[StepEvent]:
         """run(batch) (a prefill or a window, whose events come after all their work), or on an exception: fail the
@@ -272,7 +275,7 @@ class BatchScheduler:
             live = self._suspects.popleft()
             live.slot = self._free.pop(0)
             yield from self._guarded(self._prefill, [live])
-            if self._active.get(live.slot) is live:
+            if self._holds_slot(live):
                 self._vetting = live
             return
         live, self._vetting = self._vetting, None
@@ -280,7 +283,7 @@ class BatchScheduler:
 
     def _unslot(self, live: _Live) -> None:
         """Give back a request's slot (prefilled or not); its outputs stay with it."""
-        if self._active.get(live.slot) is live:
+        if self._holds_slot(live):
             self._release(live.slot)
         elif live.slot >= 0:
             bisect.insort(self._free, live.slot)
@@ -389,7 +392,7 @@ class BatchScheduler:
         elapsed = time.perf_counter() - t0
         self.decode_s += elapsed
         # the window's requests that still hold their slot (one launched ahead may hold requests that ended since)
-        kept = [i for i, live in enumerate(window) if self._active.get(live.slot) is live]
+        kept = [i for i, live in enumerate(window) if self._holds_slot(live)]
         chains = out.chain_equivalent
         for i in kept:
             live, taus = window[i], out.taus[i]
@@ -421,7 +424,7 @@ class BatchScheduler:
         """Whether the window of the draft just chosen runs the drafter or feeds its context: every drafting window,
         and an AR one unless the budget says no drafting window is near (AutoBudget.needs_context): then it is a plain
         AR step, what an engine without a drafter runs."""
-        return self.spec and (draft.size > 1 or draft.tree or self.budget.needs_context(self.steps_per_sync))
+        return self.spec and (draft.size > 1 or self.budget.needs_context(self.steps_per_sync))  # (trees: 2+ nodes)
 
     def _all_ending(self, batch: list[_Live], left: list[int]) -> bool:
         """Whether every request is expected to end in the window running now (its tokens left at most its last

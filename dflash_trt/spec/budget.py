@@ -751,7 +751,7 @@ class AutoBudget:
         changed the price) starts from the rows fed so far. Measured in-process like the server at 16 requests on
         this CPU (2026-11-26, 8 runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain
         ones (taps, context rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
-        if self._last is None or self._last.size > 1 or self._last.tree or self._probing is not None:
+        if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
         if any(self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS for size in self.trees):
             return True

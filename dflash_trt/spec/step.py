@@ -50,6 +50,12 @@ MIN_LENGTH_BUCKET = 64
 COST_LENGTHS = (128, 512)  # cache lengths the draft budget's cost table is timed at (SpecStep.measure_costs)
 
 
+def deferring_step(k: int, spec: bool, tree: bool) -> bool:
+    """Whether a step appends its context rows instead of running the drafter: an AR step (K = 1, no tree) of a
+    window that feeds the drafter (DEFERRED_CONTEXT)."""
+    return spec and k == 1 and not tree
+
+
 def bucket_sizes(max_batch_size: int) -> list[int]:
     """Batch buckets (CUDA graphs): powers of two below max_batch_size, and max_batch_size."""
     return powers_of_two_to(max_batch_size)
@@ -297,7 +303,7 @@ class SpecStep:
         run = steps if run is None else run
         if not 1 <= run <= steps:
             raise ValueError(f"run must be in 1..{steps}, got {run}")
-        defer = spec and k == 1 and not tree
+        defer = deferring_step(k, spec, tree)
         if not self.ahead_ok(slots, k, spec, tree, steps):
             raise ValueError("this window cannot be launched before the read of the one before it (its slots' "
                              "pending context rows must be cut first): read that window first")
@@ -409,7 +415,7 @@ class SpecStep:
     def ahead_ok(self, slots: list[int], k: int, spec: bool, tree: bool, steps: int) -> bool:
         """Whether a window can be launched now while earlier ones are unread: only a deferring (K = 1) window whose
         slots might have to cut their pending context rows (exact counts needed) cannot."""
-        if not (spec and k == 1 and not tree) or not self._in_flight:
+        if not deferring_step(k, spec, tree) or not self._in_flight:
             return True
         return all(self._context_bound(s) + steps <= self.context_rows for s in slots)
 
@@ -791,7 +797,7 @@ class SpecStep:
         # a captured step must not bake in a slice of the rows (as launch())
         self._host_rows, self._row_start, self._span, self._modes = None if graphed else list(range(n)), 0, None, GREEDY
         self._context_width = self._window_context_width(k, pending, self.max_window)
-        self._defer = spec and k == 1 and not tree  # what auto's AR windows cost
+        self._defer = deferring_step(k, spec, tree)  # what auto's AR windows cost
 
     def _timing_reset(self, rows: torch.Tensor, spec: bool) -> None:
         """Slots 0..n-1 free again after a timed step: empty caches, done."""
@@ -861,7 +867,7 @@ class SpecStep:
         # the largest shapes first, as vLLM captures: the later, smaller ones reuse the shared pool's memory
         for d in sorted(drafts, key=lambda d: -d.size):
             k, tree = d.size, d.tree and spec
-            defer = spec and k == 1 and not tree
+            defer = deferring_step(k, spec, tree)
             reach, nearest = self._window_reach(k, tree, self.max_window), self._window_reach(k, tree, 1)
             pending = (0, self.context_rows) if spec and not defer else (0,)  # (a deferring step's width: unused)
             widths = sorted({self._window_context_width(k, p, self.max_window) for p in pending})
