@@ -522,12 +522,22 @@ class Scripted(Fixed):
     def needs_context(self, steps=1):
         return not self.plain
 
-    def choose(self, requests, left=None, length=None):
+    def _peek(self) -> Draft:
         k = self.ks[self.i % len(self.ks)]
+        return k if isinstance(k, Draft) else chain(1 if k == "ar" else k)
+
+    def choose(self, requests, left=None, length=None):
+        draft, k = self._peek(), self.ks[self.i % len(self.ks)]
         self.i += 1
         self.seen.append(k)
         self.plain = k == "ar"
-        return k if isinstance(k, Draft) else chain(1 if k == "ar" else k)
+        return draft
+
+    def choose_ahead(self, requests, left=None, length=None, steps=1):  # the pipeline's: the next in the cycle
+        return self._peek()
+
+    def commit_ahead(self):
+        return self.choose(None)
 
 
 def scripted(engine: TorchEngine, ks, defer: bool = False) -> Scripted:

@@ -14,9 +14,10 @@ import torch
 from dflash_trt.engines.requests import MAX_STOP_IDS
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import ConfigError, RequestError
-from dflash_trt.spec.budget import Draft, Fixed
+from dflash_trt.spec.budget import Draft
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import bucket_sizes, length_bucket
+from test_budget import Scripted  # noqa: E402 (tests/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT / "tests/fixtures/gsm8k-tiny"
@@ -335,32 +336,6 @@ def test_pipelined_windows_are_lossless(engines, draft, params):
     assert not engine.step_runner._in_flight
 
 
-class _Cycle(Fixed):
-    """A scripted budget for the pipeline: drafts from a cycle, one per window, chosen ahead or not; "ar" is K = 1
-    as a plain AR window (needs_context False), 1 a deferring one."""
-
-    def __init__(self, cycle):
-        super().__init__(Draft("chain", 16))
-        self.cycle, self.i, self.plain, self.kinds = cycle, 0, False, []
-
-    def _peek(self):
-        d = self.cycle[self.i % len(self.cycle)]
-        return Draft("chain", 1) if d == "ar" else d
-
-    def _next(self):
-        d, self.plain = self._peek(), self.cycle[self.i % len(self.cycle)] == "ar"
-        self.kinds.append(self.cycle[self.i % len(self.cycle)])
-        self.i += 1
-        return d
-
-    choose = lambda self, *a, **kw: self._next()  # noqa: E731
-    choose_ahead = lambda self, *a, **kw: self._peek()  # noqa: E731
-    commit_ahead = lambda self: self._next()  # noqa: E731
-
-    def needs_context(self, steps=1):
-        return not self.plain
-
-
 def test_pipelined_plain_ar_windows(engines):
     """Plain AR windows (no taps: a held batch far from its probe) launched ahead between deferring and drafting
     ones, the drafter's context restarted behind unread windows: AR's tokens, 7 prompts through 4 slots."""
@@ -368,8 +343,7 @@ def test_pipelined_plain_ar_windows(engines):
     params = SamplingParams(max_new_tokens=60, ignore_eos=True)
     ar = engine.generate(PROMPTS, params, use_drafter=False)
     sched = _pipelined(engine, draft="chain:16")
-    sched.budget = _Cycle(["ar", "ar", Draft("chain", 4), "ar", Draft("chain", 1), Draft("tree", 16), "ar",
-                           Draft("chain", 16)])
+    sched.budget = Scripted(["ar", "ar", 4, "ar", 1, Draft("tree", 16), "ar", 16])
     step, exact = engine.step_runner, []
     read = step.read
 
@@ -386,7 +360,7 @@ def test_pipelined_plain_ar_windows(engines):
     ahead: list = []
     outputs = _drain(sched, ahead)
     assert [outputs[i] for i in range(len(PROMPTS))] == [r.token_ids for r in ar]
-    assert sum(ahead) >= 3 and "ar" in sched.budget.kinds and not engine.step_runner._in_flight
+    assert sum(ahead) >= 3 and "ar" in sched.budget.seen and not engine.step_runner._in_flight
     assert len(exact) >= 3 and all(exact)
     assert int(engine.step_runner.context_from.max()) > 0  # the drafter's context restarted after plain windows
 
