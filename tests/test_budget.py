@@ -182,6 +182,28 @@ def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
 
 
+def test_ar_steps_fade_a_requests_estimate_back_to_the_drafters():
+    """A request's counts fade by REQUEST_DECAY per step, its AR steps too: one that fell to AR in a hard passage (a
+    few rejected drafts where the drafter does well overall) drafts again after a few AR windows, without waiting for
+    a probe (its AR windows count nothing); once faded away its counts are cleared, and further AR windows leave the
+    estimates (and the tables priced from them) alone."""
+    costs = {(1, d): 1.0 if d == chain(1) else 3.5 for d in auto_drafts(16, ())}
+    budget = AutoBudget(16, CostTable(costs, refine=False), probe_every=10 ** 6)
+    budget.curve.accepted[:], budget.curve.trials[:] = 0.8 * 10 ** 4, 10 ** 4  # the drafter: 0.8 at every depth
+    assert budget.choose(["a"]).size > 1
+    budget.observe("a", chain(16), [1] * 6)  # a hard passage: six first drafts rejected
+    picks = []
+    for _ in range(12):
+        picks.append(budget.choose(["a"]).size)
+        if picks[-1] == 1:
+            budget.observe_window(["a"], chain(1), [[1]])  # an AR step
+    assert picks[0] == 1 and picks[-1] > 1 and picks.count(1) < 8  # AR for a few windows, then drafting again
+    faded = budget._faded
+    for _ in range(40):  # AR windows of a request whose counts have faded away: nothing left to fade
+        budget.observe_window(["a"], chain(1), [[1]])
+    assert budget._counts[budget._rows["a"]].sum() == 0 and budget._faded - faded < 25
+
+
 def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
     """needs_context: a drafting window or a probe feeds the drafter; an AR window of a held batch does only within
     TAP_LEAD steps of its next probe (windows of `steps` steps) and while a tree size is unmeasured; Fixed always."""

@@ -16,7 +16,8 @@ batch, where requests have a few tokens left, emitted 71 % of the tokens predict
 the probability that depth j is accepted given depths 1..j-1 were. For chains: a per-request estimate shrunk toward the
 drafter's curve measured so far over every request of the engine (`AcceptanceCounts`, kept by the engine across
 schedulers), itself shrunk toward a prior (default: DEFAULT_PRIOR at every position). Every verified step updates the
-counts: with a = τ - 1 accepted, depths 1..a count as accepted and depth a + 1 (if the draft reached it) as rejected. A
+counts: with a = τ - 1 accepted, depths 1..a count as accepted and depth a + 1 (if the draft reached it) as rejected;
+a request's own counts fade by REQUEST_DECAY per step, its AR steps too (`_fade`), so its estimate follows its text. A
 tree step counts twice: as a tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as
 it lies in the tree) would have been (`SpecStep` reports what that chain would have accepted), so the chain estimate
 keeps learning while trees run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of
@@ -85,7 +86,9 @@ from dflash_trt.spec.tree import max_depth
 DEFAULT_PRIOR = 0.7  # prior probability that a draft is accepted given the ones before it were
 PRIOR_WEIGHT = 4.0  # pseudo-observations of the prior in the global estimate
 REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request's estimate
-REQUEST_DECAY = 0.8  # a request's counts fade by this per observed step: its estimate follows the text it is in
+REQUEST_DECAY = 0.8  # a request's counts fade by this per step (drafted or AR): its estimate follows the text it is in
+FADE_STEPS = 4  # AR steps a request's counts fade by at once (_fade)
+FADED = 0.05  # a request's counts whose first position has fewer (decayed) trials are cleared: its estimate is global
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
 REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (where the host waits for it: on CPU)
@@ -412,6 +415,8 @@ class AutoBudget:
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
+    _faded: int = field(init=False, default=0)  # AR windows that faded requests' counts (_fade): ... too
+    _fading: dict = field(init=False, default_factory=dict)  # row -> AR steps not applied to its counts yet (_fade)
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
     _row_e: tuple = field(init=False, default=(None, {}))  # (tables' key, (row, cap) -> E per draft): _expected_tokens
     _prefixes: tuple = field(init=False, default=((), None))  # (key, every row's E by depth: see prepare)
@@ -696,7 +701,7 @@ class AutoBudget:
         runs the window, so that choose() only looks rows up."""
         if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not self.curve.trials[0]):
             self._take_in()
-        key = (self._forgotten, self.curve.version, len(self._counts))
+        key = (self._forgotten, self._faded, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
             g, lifts = self._estimates()
             self._prefixes = (key, self._depth_tables(_requests_shrunk(g, self._counts), lifts))
@@ -791,6 +796,7 @@ class AutoBudget:
         window had made auto's windows ~5 % dearer on this CPU at batch 1; every 16 steps instead of 4: auto 2-3 %
         faster in-process at batch 1, level at batch 8, and replayed on traces its choices lose nothing to the lag)."""
         if draft.size < 2:
+            self._fade(requests, taus)
             return
         chains = ([list(c) for c in chain_equivalent] if draft.tree
                   else [[(draft.size, t) for t in r_taus] for r_taus in taus])
@@ -799,6 +805,30 @@ class AutoBudget:
                 c[-1] = (min(c[-1][0], r_taus[-1]), c[-1][1])
         self._pending.append((list(requests), draft, [list(t) for t in taus], chains))
         self._pending_steps += max((len(c) for c in chains), default=0)
+
+    def _fade(self, requests: Sequence[Hashable], taus: Sequence[Sequence[int]]) -> None:
+        """AR steps fade the counts of the requests that have any by REQUEST_DECAY per step, as drafted steps do: the
+        text has moved on since they were counted. Without it a request whose estimate fell in a hard passage (a few
+        rejected drafts) kept it through every AR window — they count nothing — until a probe, which its pessimistic
+        estimate priced dear: at batch 1 on this CPU (2026-11-26, 40 prompts, in-process) 119-280 of ~1,100 windows
+        were AR, auto 1.026-1.071x fixed chain:8's time; faded, 14-26 AR windows, 1.024-1.038x. Counts that fade
+        below FADED trials are cleared (the estimate is then the global one), so a batch held at AR stops paying for
+        the estimates' refresh once its requests' counts are gone; and the steps are applied FADE_STEPS at a time
+        (each application prices the batch anew: ~0.1 ms after an AR window at batch 8 on this CPU). Not at the next
+        take-in: AR windows add no drafted steps to take in."""
+        fading = self._fading
+        for r, t in zip(requests, taus):
+            row = self._rows.get(r)
+            if row is not None and t and self._counts[row, 1, 0] > 0:
+                fading[row] = fading.get(row, 0) + len(t)
+        if not fading or max(fading.values()) < FADE_STEPS:
+            return
+        rows = list(fading)
+        faded = self._counts[rows] * (REQUEST_DECAY ** np.array([fading[row] for row in rows]))[:, None, None]
+        faded[faded[:, 1, 0] < FADED] = 0.0
+        self._counts[rows] = faded
+        fading.clear()
+        self._faded += 1
 
     def _take_in(self) -> None:
         """The kept windows' steps, every request's at once (numpy): the drafter's curve, each request's decayed
@@ -833,6 +863,7 @@ class AutoBudget:
         later = np.repeat(starts + per - 1, per) - np.arange(len(steps))  # steps after this one in its request
         both = np.stack([accepted, trials], axis=1) * (REQUEST_DECAY ** later)[:, None, None]
         rows = [self._row_of(r) for r in per_request]
+        per = per + np.array([self._fading.pop(row, 0) for row in rows])  # (AR steps since: _fade)
         self._counts[rows] = self._counts[rows] * (REQUEST_DECAY ** per)[:, None, None] + np.add.reduceat(both, starts)
         for size, (tree_taus, tree_chains) in trees.items():
             # the tree and its argmax chain counted on the same steps at the same depths: those the chain reaches in
@@ -881,6 +912,7 @@ class AutoBudget:
         if row is not None:
             self._forgotten += 1
             self._counts[row] = 0.0
+            self._fading.pop(row, None)
             self._free_rows.append(row)
 
     def describe(self) -> str:
