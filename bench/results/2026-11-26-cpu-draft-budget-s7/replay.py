@@ -1,0 +1,34 @@
+"""In-process server-like replay: one long-lived scheduler per mode (own engine), continuous arrivals at concurrency c,
+rounds interleaved between modes. Prints auto/AR total tok/s per level."""
+import json, sys, time, collections, torch
+from dflash_trt import SamplingParams
+from dflash_trt.bench.datasets import encode_prompt
+from dflash_trt.engines.torch_engine import TorchEngine
+torch.set_num_threads(1)
+fx='tests/fixtures/gsm8k-tiny/'
+levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2])
+turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:16]
+modes=['ar','auto']
+eng={m: TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512) for m in modes}
+prompts=[encode_prompt(eng['ar'].tokenizer,t,512-64)[0] for t in turns]
+p=SamplingParams(max_new_tokens=64)
+sch={'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new_scheduler(draft='auto')}
+ids=collections.Counter()
+def run_round(m, c):
+    s=sch[m]; todo=list(range(len(prompts))); live=set(); toks=0
+    t=time.perf_counter()
+    while todo or live:
+        while todo and len(live)<c:
+            i=todo.pop(0); rid=f"{m}-{ids[m]}"; ids[m]+=1; s.add(rid, prompts[i], p); live.add(rid)
+        for ev in s.step():
+            toks+=len(ev.token_ids)
+            if ev.finished: live.discard(ev.index)
+    return toks, time.perf_counter()-t
+for c in levels:  # warm-up round per level
+    for m in modes: run_round(m, c)
+res=collections.defaultdict(lambda: [0,0.0])
+for r in range(rounds):
+    for c in levels:
+        for m in (modes if r%2==0 else modes[::-1]):
+            k,t=run_round(m,c); res[(m,c)][0]+=k; res[(m,c)][1]+=t
+print(' '.join(f"c{c} {res[('auto',c)][0]/res[('auto',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), ' AR tok/s', ' '.join(f"{res[('ar',c)][0]/res[('ar',c)][1]:.0f}" for c in levels))
