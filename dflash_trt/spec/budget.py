@@ -810,8 +810,9 @@ class AutoBudget:
         """AR steps fade the counts of the requests that have any by REQUEST_DECAY per step, as drafted steps do: the
         text has moved on since they were counted. Without it a request whose estimate fell in a hard passage (a few
         rejected drafts) kept it through every AR window — they count nothing — until a probe, which its pessimistic
-        estimate priced dear: at batch 1 on this CPU (2026-11-26, 40 prompts, in-process) 119-280 of ~1,100 windows
-        were AR, auto 1.026-1.071x fixed chain:8's time; faded, 14-26 AR windows, 1.024-1.038x. Counts that fade
+        estimate priced dear: at batch 1 on this CPU (2026-11-26, 40 prompts) 1-189 of ~900 windows were AR in a run,
+        0-20 faded, and auto / the best fixed draft went from 0.952 to 0.966 (means of ten alternating pairs of
+        scripts/bench_draft_budget.py runs; batch 8 and server-like replays level). Counts that fade
         below FADED trials are cleared (the estimate is then the global one), so a batch held at AR stops paying for
         the estimates' refresh once its requests' counts are gone; and the steps are applied FADE_STEPS at a time
         (each application prices the batch anew: ~0.1 ms after an AR window at batch 8 on this CPU). Not at the next
@@ -863,7 +864,8 @@ class AutoBudget:
         later = np.repeat(starts + per - 1, per) - np.arange(len(steps))  # steps after this one in its request
         both = np.stack([accepted, trials], axis=1) * (REQUEST_DECAY ** later)[:, None, None]
         rows = [self._row_of(r) for r in per_request]
-        per = per + np.array([self._fading.pop(row, 0) for row in rows])  # (AR steps since: _fade)
+        # AR steps not yet applied (_fade) fade the counts too, as if they came before these (they interleave: close)
+        per = per + np.array([self._fading.pop(row, 0) for row in rows])
         self._counts[rows] = self._counts[rows] * (REQUEST_DECAY ** per)[:, None, None] + np.add.reduceat(both, starts)
         for size, (tree_taus, tree_chains) in trees.items():
             # the tree and its argmax chain counted on the same steps at the same depths: those the chain reaches in
