@@ -1,18 +1,32 @@
 """In-process server-like replay: one long-lived scheduler per mode (own engine), continuous arrivals at concurrency c,
-rounds interleaved between modes. Prints auto/AR total tok/s per level."""
+rounds interleaved between modes. Prints auto/AR total tok/s per level. `replay.py LEVELS ROUNDS [profile]`; with
+`profile`: also each mode's prefill / decode seconds, auto's choices by batch size and the time its budget's calls took
+(the c = 4 lead in NOTES.md: `replay.py 4 4 profile`)."""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
 from dflash_trt.engines.torch_engine import TorchEngine
+from dflash_trt.spec import budget as B
 torch.set_num_threads(1)
 fx='tests/fixtures/gsm8k-tiny/'
-levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2])
+levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2]); profile=sys.argv[3:] == ['profile']
 turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:16]
 modes=['ar','auto']
 eng={m: TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512) for m in modes}
 prompts=[encode_prompt(eng['ar'].tokenizer,t,512-64)[0] for t in turns]
 p=SamplingParams(max_new_tokens=64)
 sch={'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new_scheduler(draft='auto')}
+chosen=collections.Counter(); acc=collections.Counter(); calls=collections.Counter()
+if profile:  # time the budget's calls; count auto's choices by batch size
+    def wrap(name):
+        f=getattr(B.AutoBudget,name)
+        def g(self,*a,**k):
+            t=time.perf_counter(); r=f(self,*a,**k); acc[name]+=time.perf_counter()-t; calls[name]+=1
+            if name=='choose': chosen[(len(a[0]),str(r))]+=1
+            return r
+        setattr(B.AutoBudget,name,g)
+    for n in ['choose','observe_window','observe_time','prepare','forget','needs_context','defers_context']:
+        wrap(n)
 ids=collections.Counter()
 def run_round(m, c):
     s=sch[m]; todo=list(range(len(prompts))); live=set(); toks=0
@@ -26,9 +40,16 @@ def run_round(m, c):
     return toks, time.perf_counter()-t
 for c in levels:  # warm-up round per level
     for m in modes: run_round(m, c)
+chosen.clear(); acc.clear(); calls.clear()
+for m in modes: sch[m].prefill_s=sch[m].decode_s=0.0
 res=collections.defaultdict(lambda: [0,0.0])
 for r in range(rounds):
     for c in levels:
         for m in (modes if r%2==0 else modes[::-1]):
             k,t=run_round(m,c); res[(m,c)][0]+=k; res[(m,c)][1]+=t
 print(' '.join(f"c{c} {res[('auto',c)][0]/res[('auto',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), ' AR tok/s', ' '.join(f"{res[('ar',c)][0]/res[('ar',c)][1]:.0f}" for c in levels))
+if profile:
+    for m in modes:
+        print(m, 'prefill s', round(sch[m].prefill_s,3), 'decode s', round(sch[m].decode_s,3))
+    print(sorted(chosen.items()))
+    print({k: (calls[k], round(acc[k]*1e3,1)) for k in acc}, 'windows', sum(chosen.values()))
