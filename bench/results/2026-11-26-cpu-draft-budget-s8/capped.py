@@ -34,7 +34,9 @@ def run_round(m):
             i=todo.pop(0); rid=f"{m}-{ids[m]}"; ids[m]+=1; s.add(rid, prompts[i], p); live.add(rid)
         for ev in s.step():
             toks+=len(ev.token_ids)
-            if ev.finished: live.discard(ev.index)
+            if ev.finished:
+                assert ev.finish_reason != "error", ev.result.error  # a failed request emits nothing: its rate would lie
+                live.discard(ev.index)
     return toks, time.perf_counter()-t
 for m in modes: run_round(m)
 res=collections.defaultdict(lambda: [0,0.0])

@@ -45,7 +45,9 @@ def run_round():
         while todo and len(live)<c:
             i=todo.pop(0); rid=f"r{ids[0]}"; ids[0]+=1; s.add(rid, prompts[i], p); live.add(rid)
         for ev in s.step():
-            if ev.finished: live.discard(ev.index)
+            if ev.finished:
+                assert ev.finish_reason != "error", ev.result.error  # a failed request emits nothing: its rate would lie
+                live.discard(ev.index)
 run_round(); rec.clear()
 for r in range(rounds): run_round()
 

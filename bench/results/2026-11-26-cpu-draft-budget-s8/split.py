@@ -41,7 +41,9 @@ def run_round(m):
         n=len(live); pf=s.prefill_s; t0=time.perf_counter(); T.pop(m+'k',None)
         evs=s.step(); t1=time.perf_counter()
         for ev in evs:
-            if ev.finished: live.discard(ev.index)
+            if ev.finished:
+                assert ev.finish_reason != "error", ev.result.error  # a failed request emits nothing: its rate would lie
+                live.discard(ev.index)
         t2=time.perf_counter()
         k=T.get(m+'k'); pk=prevk.get(m); prevk[m]=k
         if on[0] and s.prefill_s==pf and n==c and k==1:

@@ -72,6 +72,7 @@ def run_round(m):
         for ev in evs:
             toks += len(ev.token_ids)
             if ev.finished:
+                assert ev.finish_reason != "error", ev.result.error  # a failed request emits nothing: its rate would lie
                 live.discard(ev.index)
     return toks, time.perf_counter() - t
 
