@@ -1,7 +1,9 @@
 """In-process server-like replay: one long-lived scheduler per mode (own engine), continuous arrivals at concurrency c,
-rounds interleaved between modes. Prints auto/AR total tok/s per level. `replay.py LEVELS ROUNDS [profile]`; with
+rounds interleaved between modes. Prints auto/AR total tok/s per level. `replay.py LEVELS ROUNDS [profile] [cap]`; with
 `profile`: also each mode's prefill / decode seconds, auto's choices by batch size and the time its budget's calls took
-(the c = 4 lead in NOTES.md: `replay.py 4 4 profile`)."""
+(the c = 4 lead in NOTES.md: `replay.py 4 4 profile`); with `cap`: a third mode, auto whose every drafting choice at 4+
+requests is turned into AR (a wrapper around its budget: what its choices there are worth; the eighth session's
+NOTES.md)."""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
@@ -9,13 +11,24 @@ from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.spec import budget as B
 torch.set_num_threads(1)
 fx='tests/fixtures/gsm8k-tiny/'
-levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2]); profile=sys.argv[3:] == ['profile']
+levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2]); profile='profile' in sys.argv[3:]
 turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:16]
-modes=['ar','auto']
+modes=['ar','auto']+(['cap'] if 'cap' in sys.argv[3:] else [])
 eng={m: TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512) for m in modes}
 prompts=[encode_prompt(eng['ar'].tokenizer,t,512-64)[0] for t in turns]
 p=SamplingParams(max_new_tokens=64)
 sch={'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new_scheduler(draft='auto')}
+class Cap:  # auto, its drafting choices at 4+ requests turned into AR
+    def __init__(self, budget): self.budget, self.capped = budget, 0
+    def __getattr__(self, name): return getattr(self.budget, name)
+    def choose(self, ids, left, length):
+        d=self.budget.choose(ids, left, length)
+        if len(ids)>=4 and d.size>1:
+            self.capped+=1; self.budget._last, self.budget._probing = B.Draft('chain',1), None
+            return B.Draft('chain',1)
+        return d
+if 'cap' in modes:
+    sch['cap']=eng['cap'].new_scheduler(draft='auto'); sch['cap'].budget=Cap(sch['cap'].budget)
 chosen=collections.Counter(); acc=collections.Counter(); calls=collections.Counter()
 if profile:  # time the budget's calls; count auto's choices by batch size
     def wrap(name):
@@ -50,6 +63,8 @@ for r in range(rounds):
         for m in (modes if r%2==0 else modes[::-1]):
             k,t=run_round(m,c); res[(m,c)][0]+=k; res[(m,c)][1]+=t
 print(' '.join(f"c{c} {res[('auto',c)][0]/res[('auto',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), ' AR tok/s', ' '.join(f"{res[('ar',c)][0]/res[('ar',c)][1]:.0f}" for c in levels))
+if 'cap' in modes:
+    print('cap / AR', ' '.join(f"c{c} {res[('cap',c)][0]/res[('cap',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), 'choices turned', sch['cap'].budget.capped)
 if profile:
     for m in modes:
         print(m, 'prefill s', round(sch[m].prefill_s,3), 'decode s', round(sch[m].decode_s,3))
