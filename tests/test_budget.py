@@ -198,10 +198,13 @@ def test_ar_steps_fade_a_requests_estimate_back_to_the_drafters():
         if picks[-1] == 1:
             budget.observe_window(["a"], chain(1), [[1]])  # an AR step
     assert picks[0] == 1 and picks[-1] > 1 and picks.count(1) < 8  # AR for a few windows, then drafting again
-    faded = budget._faded
-    for _ in range(40):  # AR windows of a request whose counts have faded away: nothing left to fade
+    for _ in range(40):  # AR windows until its counts fade away: cleared below FADED trials
         budget.observe_window(["a"], chain(1), [[1]])
-    assert budget._counts[budget._rows["a"]].sum() == 0 and budget._faded - faded < 25
+    assert budget._counts[budget._rows["a"]].sum() == 0
+    faded = budget._faded
+    for _ in range(20):  # further AR windows: nothing left to fade, the tables priced from the estimates stand
+        budget.observe_window(["a"], chain(1), [[1]])
+    assert budget._faded == faded
 
 
 def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
