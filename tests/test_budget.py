@@ -227,6 +227,91 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
     assert trees.choose(["a"]) == chain(1) and trees.needs_context(4)  # tree:16 not measured yet: fed
 
 
+def _run_held_batch(steps: int, hold: bool, windows: int = 400) -> tuple[list, AutoBudget, int]:
+    """A batch of 4 whose drafts are rejected (held at AR on merit; probes, and tree:16's measurements while it is
+    unmeasured, priced in), its windows of `steps` steps run as the host loop runs them: each window's draft and
+    drafter feed, then its observations and time handed over and prepare(). With `hold`, as BatchScheduler does
+    (AutoBudget.hold): the held windows make no call to the budget, theirs wait until the hold ends and go over in
+    order, then held(). Returns the (draft, feed) per window, the budget and how many windows were chosen."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=(16,)), refine=False), trees=(16,),
+                        probe_every=3, explore_share=1.0)
+    batch = list("abcd")
+    for r in batch:
+        budget.observe(r, chain(16), [1] * 20)
+    runs, waiting, left, held_windows, chosen = [], [], 0, 0, 0
+    for i in range(windows):
+        if left > 0:  # a held window: no call to the budget
+            left -= 1
+            held_windows += 1
+            draft, feed = runs[-1]
+        else:  # the hold's end: its windows' calls in order, then their number
+            for call, args in waiting:
+                call(*args)
+            budget.held(held_windows)
+            waiting, held_windows = [], 0
+            draft, feed = budget.choose(batch, [1000] * 4, 100 + i), budget.needs_context(steps)
+            chosen += 1
+            left = budget.hold(steps) if hold else 0
+        runs.append((draft, feed))
+        taus = [[1] * steps] * 4
+        chains = [[(2, 1)] * steps] * 4 if draft.tree else []
+        calls = [(budget.observe_window, (batch, draft, taus, chains, [False] * 4)),
+                 (budget.observe_time, (4, draft, 3.0 if draft.size > 1 else 1.0, 100 + i))]
+        if left > 0 or held_windows > 0:  # a hold is on: they wait
+            waiting.extend(calls)
+        else:
+            for call, args in calls:
+                call(*args)
+            budget.prepare()
+    for call, args in waiting:  # the last hold's end
+        call(*args)
+    budget.held(held_windows)
+    return runs, budget, chosen
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_a_held_batch_makes_the_choices_it_would_make_window_by_window(steps):
+    """AutoBudget.hold: a batch held at AR runs a few windows with no call to the budget (their times and
+    observations handed over after them, then held()), and every window's draft and drafter feed, and the budget's
+    state after them, are what choosing every window gives: the same probes, tree measurements and backoff, the same
+    AR windows fed (near a probe) or plain. And holds happen: most windows are not chosen."""
+    by_window, reference, chose_all = _run_held_batch(steps, hold=False)
+    held, budget, chose = _run_held_batch(steps, hold=True)
+    assert held == by_window
+    assert budget._decision() == reference._decision()
+    assert np.array_equal(budget._counts, reference._counts) and budget._faded == reference._faded
+    assert budget.tree_curves[16].tree.trials[0] >= TREE_MEASURE_STEPS  # (tree:16 got measured on the way)
+    drafted = sum(d.size > 1 for d, _ in held)
+    assert 4 <= drafted < 40 and {f for d, f in held if d.size == 1} == {True, False}
+    assert chose_all == 400 and chose < 400 // 3
+
+
+def test_a_hold_is_granted_only_to_a_batch_held_at_ar_on_merit():
+    """hold() is 0 after a drafting choice, a probe or a request's last token; for a held batch it never reaches the
+    window where a probe could come, nor the one where the drafter's feed changes."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=1.2, trees=()), refine=False))
+    budget.observe("a", chain(16), [12] * 10)
+    assert budget.choose(["a"], [100]).size > 1 and budget.hold() == 0  # drafting
+    assert budget.choose(["a"], [1]) == chain(1) and budget.hold() == 0  # its last token
+    held = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=()), refine=False), probe_every=50,
+                      explore_share=1.0)
+    held.observe("a", chain(16), [1] * 20)
+    grants = []
+    while len(grants) < 60:
+        draft = held.choose(["a"], [1000], 100)
+        feed, windows = held.needs_context(1), held.hold(1)
+        grants.append((draft.size, windows))
+        if draft.size > 1:
+            assert windows == 0
+            continue
+        assert held._at_one + windows < held._probe_interval  # the probe's window is chosen
+        for _ in range(windows):  # the held windows: what needs_context says for each (as choose() would count it)
+            held.held(1)
+            assert held.needs_context(1) == feed
+    assert any(w > 1 for _, w in grants) and (16, 0) in grants  # holds, and the probe after probe_every windows
+    assert Fixed(chain(1)).hold() == 0
+
+
 def test_drafting_on_merit_keeps_the_probe_backoff():
     """A window that drafts on merit (here: a batch of one at a drain, where drafting pays) restarts the count of AR
     windows but not the backoff: the full batch, held at AR, probes next after the interval it had reached, not after
@@ -992,6 +1077,48 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
                 done[event.index] = event.result.token_ids
     assert [done[i] for i in range(4)] == [a.token_ids for a in ar]
     assert sum(hits) >= 3 and not all(hits)
+
+
+def test_a_scheduler_holding_a_batch_at_ar_chooses_as_without_holds_and_is_lossless():
+    """BatchScheduler with AutoBudget.hold (the host loop): five requests through three slots, where AR is best but
+    for probes and tree measurements (joins and finishes end holds), give AR's tokens, most windows are held, and every
+    request's drafts per step and the budget's state after the run are those of the same run choosing every window
+    (the held windows' times and observations handed over at each hold's end, in order)."""
+    params = [SamplingParams(max_new_tokens=m) for m in (40, 24, 56, 33, 48)]
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(5)]
+    runs = []
+    for hold in (True, False):
+        engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=3,
+                                             max_seq_len=256, decode_loop="host", steps_per_sync=1)
+        engine.draft_costs, engine.refine_draft_costs = flat_costs(k1=1.0, drafting=3.0, sizes=(1, 3)), False
+        ar = engine.generate(prompts, params, use_drafter=False)
+        sched = engine.new_scheduler(draft="auto")
+        budget, granted = sched.budget, []
+        if not hold:
+            budget.hold = lambda steps=1: 0
+        held, handed = budget.held, {"observe_time": 0, "observe_window": 0}
+        budget.held = lambda windows: (granted.append(windows), held(windows))[1]
+        for name in handed:  # every window's time and observations reach the budget, held or not
+            def count(*args, _call=getattr(budget, name), _name=name):
+                handed[_name] += 1
+                return _call(*args)
+            setattr(budget, name, count)
+        for i, p in enumerate(prompts):
+            sched.add(i, p, params[i])
+        done = {}
+        while sched.has_work:
+            for event in sched.step():
+                if event.finished:
+                    done[event.index] = event.result
+        assert [done[i].token_ids for i in range(5)] == [a.token_ids for a in ar]
+        assert sched._hold is None and not sched._held  # the last hold ended with the batch
+        runs.append(([done[i].stats.ks for i in range(5)], budget._decision(), (budget._faded, handed),
+                     engine.tree_clock.windows, sum(granted)))
+    (ks, decision, handed, clock, held_windows), (ks_ref, decision_ref, handed_ref, clock_ref, none) = runs
+    assert ks == ks_ref and decision == decision_ref and handed == handed_ref and clock == clock_ref
+    assert handed[0] > 0  # (AR windows faded the counts probes left)
+    assert none == 0 and held_windows > clock / 2
+    assert any(k > 1 for r in ks for k in r)  # (probes and tree measurements drafted)
 
 
 def test_a_batch_last_observations_wait_for_the_next_window():

@@ -111,6 +111,12 @@ class BatchScheduler:
         # bookkeeping is then off the critical path, and choose() finds its estimates ready (measured on an H200,
         # auto's choose + observe after each 4-step window was 0.25-0.45 ms of a ~5 ms window at batch 8-16).
         self._unobserved: tuple | None = None
+        # A batch the budget holds at AR for a few windows (AutoBudget.hold: host loop only): [its requests, the draft,
+        # whether it feeds the drafter, windows left]; the held windows' times and observations wait, in order, as
+        # (budget call, its arguments) until the hold ends (_settle)
+        self._hold: list | None = None
+        self._held: list[tuple] = []
+        self._held_windows = 0
         # Where the device runs a window while the host waits for it (CUDA), the host works meanwhile: the budget
         # takes every window's observations in (elsewhere every REFRESH_STEPS steps), and the next window's draft is
         # chosen then, for the same batch (AutoBudget.choose_ahead: used if it fits the batch then, else chosen
@@ -312,22 +318,54 @@ class BatchScheduler:
         brings its estimates up to date (AutoBudget.prepare); `now`: everything kept is taken in (no window follows:
         the budget may be dropped with its scheduler). Where the device runs the windows (`_overlap`), a batch's last
         observations wait for the engine's next window instead, run by this scheduler or the next one (`_hand_over`),
-        and are taken in first."""
+        and are taken in first. During a hold (AutoBudget.hold) they wait for its end (`_settle`), unless `now`."""
         untaken, self.engine.untaken_budget = self.engine.untaken_budget, None
         if untaken is not None and untaken is not self.budget:
             untaken.prepare(now=True)
+        if self._hold is not None and not now:  # a held window's: they wait for the hold's end
+            if self._unobserved is not None:
+                self._held.append((self._hand_in_window, self._unobserved))
+                self._unobserved = None
+            return
+        self._settle()
         self._hand_in()
         self.budget.prepare(now=self._overlap or now)
 
     def _hand_in(self) -> None:
         """The last window's observations handed to the budget (kept there until it takes them in)."""
         if self._unobserved is not None:
-            batch, draft, taus, chains, finished = self._unobserved
-            self._unobserved = None
-            self.budget.observe_window([live.request_id for live in batch], draft, taus, chains, finished)
-            for live in batch:
-                if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
-                    self.budget.forget(live.request_id)
+            unobserved, self._unobserved = self._unobserved, None
+            self._hand_in_window(*unobserved)
+
+    def _hand_in_window(self, batch: list[_Live], draft: Draft, taus: list, chains: list, finished: list) -> None:
+        self.budget.observe_window([live.request_id for live in batch], draft, taus, chains, finished)
+        for live in batch:
+            if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
+                self.budget.forget(live.request_id)
+
+    def _held_draft(self, ids: list[Hashable]) -> tuple[Draft, bool] | None:
+        """The draft and drafter feed of a window the budget holds (AutoBudget.hold): the same requests as the window
+        the hold was chosen for, and windows left of it; else the hold ends here (_settle) and None."""
+        hold = self._hold
+        if hold is None:
+            return None
+        if hold[3] > 0 and hold[0] == tuple(ids):
+            hold[3] -= 1
+            self._held_windows += 1
+            return hold[1], hold[2]
+        self._settle()
+        return None
+
+    def _settle(self) -> None:
+        """A hold's end: its windows' times and observations handed to the budget in order, then their number
+        (AutoBudget.held: what choose() would have counted for them)."""
+        if self._hold is None:
+            return
+        held, windows = self._held, self._held_windows
+        self._hold, self._held, self._held_windows = None, [], 0
+        for call, args in held:
+            call(*args)
+        self.budget.held(windows)
 
     def _hand_over(self) -> None:
         """A batch's last window, on a device that runs the windows: its observations stay with the budget, which the
@@ -359,8 +397,11 @@ class BatchScheduler:
         if self._last_window is not None:
             n, draft, length, seconds, ended, prefill_s = self._last_window
             between = t0 - ended - (self.prefill_s - prefill_s)
-            self.budget.observe_time(n, draft, (seconds + min(max(between, 0.0), seconds)) / self.steps_per_sync,
-                                     length)
+            timing = (n, draft, (seconds + min(max(between, 0.0), seconds)) / self.steps_per_sync, length)
+            if self._hold is not None:
+                self._held.append((self.budget.observe_time, timing))
+            else:
+                self.budget.observe_time(*timing)
             self._last_window = None
         slots = [live.slot for live in batch]
         self.max_active = max(self.max_active, len(slots))
@@ -374,9 +415,18 @@ class BatchScheduler:
             self.runner.resume(launched, launched.ran if short else None)
         else:
             window, start = batch, length
-            draft = self.budget.choose(ids, left, length)
-            launched = self.runner.launch(slots, draft.size, self._feeds_drafter(draft), self.steps_per_sync,
-                                          free=self._free, tree=draft.tree)
+            held = self._held_draft(ids)
+            if held is not None:
+                draft, feeds = held
+            else:
+                draft = self.budget.choose(ids, left, length)
+                feeds = self._feeds_drafter(draft)
+                if not (self._overlap or self._pipeline):  # (the device loop chooses ahead instead)
+                    windows = self.budget.hold(self.steps_per_sync)
+                    if windows > 0:
+                        self._hold = [tuple(ids), draft, feeds, windows]
+            launched = self.runner.launch(slots, draft.size, feeds, self.steps_per_sync, free=self._free,
+                                          tree=draft.tree)
         self._observe()  # the previous window's, while this one runs
         steps, after = self.steps_per_sync, length + self.steps_per_sync  # after this window: at least that long
         if self._overlap or (self._pipeline and not short):  # the next window's draft, for this batch after this one

@@ -37,7 +37,10 @@ extra device sync. The estimates are numpy arrays over every request at once; a 
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
 window, so on a GPU the choice only looks rows up (its estimates then lag a window, or a few one-step windows).
 A batch's pricing (every draft's expected tokens and cost) serves up to PRICE_WINDOWS windows while the batch, the
-estimates, the draft chosen last and its cache length (to LENGTH_STEP positions) stand (`_priced`).
+estimates, the draft chosen last and its cache length (to LENGTH_STEP positions) stand (`_priced`). A batch held at AR
+on merit is held for those windows (`hold`): where the host runs the windows, the scheduler runs them with no call
+to the budget and hands their times and observations over after them, in order (`held` counts them as choose() would
+have): the same choices, at a few us per window instead of ~60-90.
 
 Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
@@ -368,6 +371,12 @@ class Fixed:
     def defers_context(self, n: int, length: int | None = None) -> bool:
         return False
 
+    def hold(self, steps: int = 1) -> int:
+        return 0
+
+    def held(self, windows: int) -> None:
+        pass
+
     def needs_context(self, steps: int = 1) -> bool:
         return True
 
@@ -411,6 +420,9 @@ class AutoBudget:
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
+    _held_cost: float | None = field(init=False, default=None)  # an AR choice held on merit: its priced seconds (hold)
+    _probe_regret: float = field(init=False, default=0.0)  # ... and its probe's regret then
+    _most_left: int | None = field(init=False, default=None)  # ... and the most tokens its requests had left
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
@@ -520,8 +532,58 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             return self._take_ahead(ahead)
+        self._held_cost, self._most_left = None, None if left is None else max(left)
         self._last = self._choose(requests, left, length)
         return self._last
+
+    def hold(self, steps: int = 1) -> int:
+        """After choose(): how many more windows (of `steps` steps) the same batch may run at the draft just chosen
+        with no call to the budget in between (choose, observe_*, prepare, needs_context) — their times and
+        observations handed over after them, in order, then `held` with their number. Only a batch held at AR on merit:
+        up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions), none of them a window where
+        a probe or a tree measurement could come or every request has its last token left, and all of them feeding
+        the drafter or none (needs_context).
+        Each of those windows would be AR: nothing it would see changes but its requests' caps, which only lower the
+        drafts' expected tokens, and the held windows' observations, which it would take in every REFRESH_STEPS steps
+        (held, they wait at most PRICE_WINDOWS windows, as the cost table's moves do). 0 otherwise.
+
+        Why: a held AR window's budget calls took 55-90 us of host time before its model step on this CPU at 4-8
+        requests (cold after the step: ~20 us warm), against 16-21 us for an AR engine's whole scheduling, ~2 % of a
+        3.3-4.4 ms window (2026-11-26)."""
+        if self._held_cost is None or self._pricing is None:
+            return 0
+        limit = min(self._pricing[1], LENGTH_STEP // steps)
+        if self._most_left is not None:  # not every request's last token (choose() counts no window then)
+            limit = min(limit, (self._most_left - 2) // steps)
+        if any(self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS for size in self.trees):
+            # none of them on the tree clock's measurement windows
+            limit = min(limit, self.tree_probe_every - 1 - self.tree_clock.windows % self.tree_probe_every)
+        if not self.needs_context(steps):  # the first window that would feed the drafter is chosen, not held
+            limit = min(limit, (self._probe_interval - self._at_one) - TAP_LEAD // steps - 1)
+        at_one, held_s, windows = self._at_one, self._held_s, 0
+        while windows < limit:  # up to the first window where the probe could come, as choose() would count
+            at_one += 1
+            held_s += self._held_cost
+            if at_one >= self._probe_interval and not self.explore_share * held_s < self._probe_regret:
+                break
+            windows += 1
+        return windows
+
+    def held(self, windows: int) -> None:
+        """What choose() would have counted for `windows` held windows (hold) of the AR choice it made last: the tree
+        clock, the AR stretch's windows and predicted time, the pricing's use."""
+        if windows <= 0:
+            return
+        if self._held_cost is None:
+            raise ValueError("held() follows hold() of an AR choice held on merit")
+        clock = self.tree_clock
+        clock.windows += windows
+        self._at_one += windows
+        for _ in range(windows):  # (summed as choose() sums them)
+            clock.since_s += self._held_cost
+            self._held_s += self._held_cost
+        if self._pricing is not None:
+            self._pricing = (self._pricing[0], max(self._pricing[1] - windows, 0), self._pricing[2])
 
     def commit_ahead(self) -> Draft:
         """The draft choose_ahead just chose, made the next window's as choose() would make it (a scheduler that
@@ -532,6 +594,7 @@ class AutoBudget:
         return self._take_ahead(ahead)
 
     def _take_ahead(self, ahead: tuple) -> Draft:
+        self._held_cost = None  # (hold: the host loop's, which chooses nothing ahead)
         self._set_decision(ahead[3])
         self._pricing = ahead[4]
         return ahead[1]
@@ -575,7 +638,9 @@ class AutoBudget:
         self._held_s += now[best]
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
-        if self._at_one < self._probe_interval or self.explore_share * self._held_s < regret(probe, self.cost.probe_factor):
+        probe_regret = regret(probe, self.cost.probe_factor)
+        if self._at_one < self._probe_interval or self.explore_share * self._held_s < probe_regret:
+            self._held_cost, self._probe_regret = now[best], probe_regret  # (hold)
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
