@@ -3,7 +3,8 @@ host before the launch (the budget's choice and observe_time), launch + read (th
 previous window's observations handed to the budget), after the read; AR engine against auto's AR windows (whether
 they fed the drafter: 'True' / 'False'), in-process like the server (16 eagle_gsm8k prompts x 64 tokens, continuous
 arrivals, rounds alternating). Run from a tree's root: `split.py C ROUNDS`; NOFEED=1: auto's held AR windows never feed
-the drafter (needs_context False; what it costs to feed it)."""
+the drafter (needs_context False; what it costs to feed it); FIXED=<draft> (the ninth session): the reference engine runs
+that draft instead of AR, and every window counts, keyed by (mode, draft, whether the window before ran the same)."""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
@@ -15,7 +16,10 @@ turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')
 eng={m: TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512) for m in ['ar','auto']}
 prompts=[encode_prompt(eng['ar'].tokenizer,t,512-64)[0] for t in turns]
 p=SamplingParams(max_new_tokens=64)
-sch={'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new_scheduler(draft='auto')}
+import os
+fixed=os.environ.get('FIXED')
+sch={'ar': eng['ar'].new_scheduler(draft=fixed) if fixed else eng['ar'].new_scheduler(use_drafter=False),
+     'auto': eng['auto'].new_scheduler(draft='auto')}
 T={}
 for m,s in sch.items():
     r=s.runner; L=r.launch; R=r.read
@@ -46,11 +50,11 @@ def run_round(m):
                 live.discard(ev.index)
         t2=time.perf_counter()
         k=T.get(m+'k'); pk=prevk.get(m); prevk[m]=k
-        if on[0] and s.prefill_s==pf and n==c and k==1:
-            a=acc[(m, F.get('f') if m=='auto' else None, pk==1)]; a[0]+=1; a[1]+=t1-t0; a[2]+=T[m+'l0']-t0; a[3]+=(T[m+'l1']-T[m+'l0'])+(T[m+'r1']-T[m+'r0']); a[4]+=t1-T[m+'r1']
+        if on[0] and s.prefill_s==pf and n==c and (fixed or k==1):
+            a=acc[(m, k, pk==k) if fixed else (m, F.get('f') if m=='auto' else None, pk==1)]; a[0]+=1; a[1]+=t1-t0; a[2]+=T[m+'l0']-t0; a[3]+=(T[m+'l1']-T[m+'l0'])+(T[m+'r1']-T[m+'r0']); a[4]+=t1-T[m+'r1']
 for m in sch: run_round(m)
 on[0]=True
 for r in range(rounds):
     for m in (['ar','auto'] if r%2==0 else ['auto','ar']): run_round(m)
 for m,a in sorted(acc.items(),key=str):
-    w=a[0]; print(m, w, 'windows; us per AR window: step', round(a[1]/w*1e6), 'before launch', round(a[2]/w*1e6), 'launch+read', round(a[3]/w*1e6), 'between (launch..read)', round((a[1]-a[2]-a[3]-a[4])/w*1e6), 'after read', round(a[4]/w*1e6))
+    w=a[0]; print(m, w, 'windows; us per window: step', round(a[1]/w*1e6), 'before launch', round(a[2]/w*1e6), 'launch+read', round(a[3]/w*1e6), 'between (launch..read)', round((a[1]-a[2]-a[3]-a[4])/w*1e6), 'after read', round(a[4]/w*1e6))
