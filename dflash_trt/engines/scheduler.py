@@ -338,6 +338,7 @@ class BatchScheduler:
             self._hand_in_window(*unobserved)
 
     def _hand_in_window(self, batch: list[_Live], draft: Draft, taus: list, chains: list, finished: list) -> None:
+        """One window's observations to the budget; then its requests that have ended since are forgotten."""
         self.budget.observe_window([live.request_id for live in batch], draft, taus, chains, finished)
         for live in batch:
             if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
