@@ -9,6 +9,8 @@ on the decision function itself with explicit `Machine` descriptions: which GPUs
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 import subprocess
 import sys
@@ -89,7 +91,7 @@ def test_reports_no_gpu_and_what_it_means(capsys):
     assert "no GPU" in out
     assert "the trtllm backend cannot run" in out and "The torch backend runs on CPU" in out
     assert "FP8 and NVFP4 need a GPU" in out
-    assert f"torch: {torch.__version__}" in out
+    assert f"torch: {importlib.metadata.version('torch')}" in out  # the installed distribution's version
     if doctor.probe_packages()["tensorrt_llm"] is None:
         assert "TensorRT-LLM: not installed" in out and "backend trtllm cannot build or run" in out
 
@@ -98,10 +100,10 @@ def test_json_report_matches_the_machine(capsys):
     code, out, _ = run_cli(["--json"], capsys)
     report = json.loads(out)
     assert code == report["exit_code"] == 0
-    assert report["packages"]["torch"] == torch.__version__
+    assert report["packages"]["torch"] == importlib.metadata.version("torch")
+    assert torch.__version__.split("+")[0] == report["packages"]["torch"].split("+")[0]
     assert len(report["gpus"]) == (torch.cuda.device_count() if HAS_CUDA else 0)
     assert report["torch_cuda"] == torch.version.cuda
-    import importlib.util
 
     for name, module in (("tensorrt_llm", "tensorrt_llm"), ("modelopt", "modelopt")):
         assert (report["packages"][name] is None) == (importlib.util.find_spec(module) is None)
