@@ -67,6 +67,18 @@ class _Ahead:
     length: int  # its batch's longest cache when launched (at least)
 
 
+@dataclass(eq=False)
+class _Hold:
+    """Windows the budget holds a batch at the draft it chose (AutoBudget.hold: the host loop only)."""
+
+    ids: tuple  # its requests (the hold ends when the batch is another)
+    draft: Draft
+    feeds: bool  # whether its windows feed the drafter
+    left: int  # windows it may still hold
+    held: int = 0  # windows held so far
+    waiting: list = field(default_factory=list)  # their times and observations, in order: (budget call, arguments)
+
+
 class BatchScheduler:
     """Step-level API over a TorchEngine: add / step / abort, up to engine.max_batch_size requests at a time.
 
@@ -111,12 +123,8 @@ class BatchScheduler:
         # bookkeeping is then off the critical path, and choose() finds its estimates ready (measured on an H200,
         # auto's choose + observe after each 4-step window was 0.25-0.45 ms of a ~5 ms window at batch 8-16).
         self._unobserved: tuple | None = None
-        # A batch the budget holds at AR for a few windows (AutoBudget.hold: host loop only): [its requests, the draft,
-        # whether it feeds the drafter, windows left]; the held windows' times and observations wait, in order, as
-        # (budget call, its arguments) until the hold ends (_settle)
-        self._hold: list | None = None
-        self._held: list[tuple] = []
-        self._held_windows = 0
+        # A batch the budget holds at AR for a few windows; their times and observations wait until it ends (_settle)
+        self._hold: _Hold | None = None
         # Where the device runs a window while the host waits for it (CUDA), the host works meanwhile: the budget
         # takes every window's observations in (elsewhere every REFRESH_STEPS steps), and the next window's draft is
         # chosen then, for the same batch (AutoBudget.choose_ahead: used if it fits the batch then, else chosen
@@ -324,7 +332,7 @@ class BatchScheduler:
             untaken.prepare(now=True)
         if self._hold is not None and not now:  # a held window's: they wait for the hold's end
             if self._unobserved is not None:
-                self._held.append((self._hand_in_window, self._unobserved))
+                self._hold.waiting.append((self._hand_in_window, self._unobserved))
                 self._unobserved = None
             return
         self._settle()
@@ -350,23 +358,22 @@ class BatchScheduler:
         hold = self._hold
         if hold is None:
             return None
-        if hold[3] > 0 and hold[0] == tuple(ids):
-            hold[3] -= 1
-            self._held_windows += 1
-            return hold[1], hold[2]
+        if hold.left > 0 and hold.ids == tuple(ids):
+            hold.left -= 1
+            hold.held += 1
+            return hold.draft, hold.feeds
         self._settle()
         return None
 
     def _settle(self) -> None:
         """A hold's end: its windows' times and observations handed to the budget in order, then their number
         (AutoBudget.held: what choose() would have counted for them)."""
-        if self._hold is None:
+        hold, self._hold = self._hold, None
+        if hold is None:
             return
-        held, windows = self._held, self._held_windows
-        self._hold, self._held, self._held_windows = None, [], 0
-        for call, args in held:
+        for call, args in hold.waiting:
             call(*args)
-        self.budget.held(windows)
+        self.budget.held(hold.held)
 
     def _hand_over(self) -> None:
         """A batch's last window, on a device that runs the windows: its observations stay with the budget, which the
@@ -400,7 +407,7 @@ class BatchScheduler:
             between = t0 - ended - (self.prefill_s - prefill_s)
             timing = (n, draft, (seconds + min(max(between, 0.0), seconds)) / self.steps_per_sync, length)
             if self._hold is not None:
-                self._held.append((self.budget.observe_time, timing))
+                self._hold.waiting.append((self.budget.observe_time, timing))
             else:
                 self.budget.observe_time(*timing)
             self._last_window = None
@@ -423,9 +430,9 @@ class BatchScheduler:
                 draft = self.budget.choose(ids, left, length)
                 feeds = self._feeds_drafter(draft)
                 if not (self._overlap or self._pipeline):  # (the device loop chooses ahead instead)
-                    windows = self.budget.hold(self.steps_per_sync)
+                    windows = self.budget.hold(self.steps_per_sync, left)
                     if windows > 0:
-                        self._hold = [tuple(ids), draft, feeds, windows]
+                        self._hold = _Hold(tuple(ids), draft, feeds, windows)
             launched = self.runner.launch(slots, draft.size, feeds, self.steps_per_sync, free=self._free,
                                           tree=draft.tree)
         self._observe()  # the previous window's, while this one runs

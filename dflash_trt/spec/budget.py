@@ -371,7 +371,7 @@ class Fixed:
     def defers_context(self, n: int, length: int | None = None) -> bool:
         return False
 
-    def hold(self, steps: int = 1) -> int:
+    def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
         return 0
 
     def held(self, windows: int) -> None:
@@ -422,7 +422,6 @@ class AutoBudget:
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
     _held_cost: float | None = field(init=False, default=None)  # an AR choice held on merit: its priced seconds (hold)
     _probe_regret: float = field(init=False, default=0.0)  # ... and its probe's regret then
-    _most_left: int | None = field(init=False, default=None)  # ... and the most tokens its requests had left
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
@@ -532,12 +531,12 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             return self._take_ahead(ahead)
-        self._held_cost, self._most_left = None, None if left is None else max(left)
+        self._held_cost = None
         self._last = self._choose(requests, left, length)
         return self._last
 
-    def hold(self, steps: int = 1) -> int:
-        """After choose(): how many more windows (of `steps` steps) the same batch may run at the draft just chosen
+    def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
+        """After choose() (`left`: what it was given): how many more windows (of `steps` steps) the same batch may run at the draft just chosen
         with no call to the budget in between (choose, observe_*, prepare, needs_context) — their times and
         observations handed over after them, in order, then `held` with their number. Only a batch held at AR on merit:
         up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions), none of them a window where
@@ -553,18 +552,17 @@ class AutoBudget:
         if self._held_cost is None or self._pricing is None:
             return 0
         limit = min(self._pricing[1], LENGTH_STEP // steps)
-        if self._most_left is not None:  # not every request's last token (choose() counts no window then)
-            limit = min(limit, (self._most_left - 2) // steps)
-        if any(self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS for size in self.trees):
-            # none of them on the tree clock's measurement windows
-            limit = min(limit, self.tree_probe_every - 1 - self.tree_clock.windows % self.tree_probe_every)
-        if not self.needs_context(steps):  # the first window that would feed the drafter is chosen, not held
-            limit = min(limit, (self._probe_interval - self._at_one) - TAP_LEAD // steps - 1)
-        at_one, held_s, windows = self._at_one, self._held_s, 0
-        while windows < limit:  # up to the first window where the probe could come, as choose() would count
+        if left is not None:  # not every request's last token (choose() counts no window then)
+            limit = min(limit, (max(left) - 2) // steps)
+        measuring, feeds = self._measuring_trees(), self.needs_context(steps)
+        clock, at_one, held_s, windows = self.tree_clock.windows, self._at_one, self._held_s, 0
+        while windows < limit:  # each further window as choose() and needs_context() would count and see it
+            clock += 1
             at_one += 1
             held_s += self._held_cost
-            if at_one >= self._probe_interval and not self.explore_share * held_s < self._probe_regret:
+            if (not self._probe_waits(at_one, held_s, self._probe_regret)
+                    or (measuring and clock % self.tree_probe_every == 0)  # a tree measurement's window
+                    or (not feeds and self._near_probe(at_one, steps))):  # the first that would feed the drafter
                 break
             windows += 1
         return windows
@@ -639,7 +637,7 @@ class AutoBudget:
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
         probe_regret = regret(probe, self.cost.probe_factor)
-        if self._at_one < self._probe_interval or self.explore_share * self._held_s < probe_regret:
+        if self._probe_waits(self._at_one, self._held_s, probe_regret):
             self._held_cost, self._probe_regret = now[best], probe_regret  # (hold)
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
@@ -823,9 +821,23 @@ class AutoBudget:
         ones (taps, context rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
-        if any(self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS for size in self.trees):
+        if self._measuring_trees():
             return True
-        return (self._probe_interval - self._at_one) * steps <= TAP_LEAD
+        return self._near_probe(self._at_one, steps)
+
+    def _measuring_trees(self) -> bool:
+        """Whether a tree size is still measured (fewer than TREE_MEASURE_STEPS steps taken in)."""
+        return any(self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS for size in self.trees)
+
+    def _near_probe(self, at_one: int, steps: int) -> bool:
+        """Whether a batch held at AR for `at_one` windows (of `steps` steps) is within TAP_LEAD steps of its probe."""
+        return (self._probe_interval - at_one) * steps <= TAP_LEAD
+
+    def _probe_waits(self, at_one: int, held_s: float, regret: float) -> bool:
+        """Whether a batch held at AR for `at_one` windows in a row (`held_s`: their predicted seconds) waits for its
+        probe: the backoff's interval is not reached, or explore_share of the time waited does not cover the probe's
+        regret."""
+        return at_one < self._probe_interval or self.explore_share * held_s < regret
 
     def defers_context(self, n: int, length: int | None = None) -> bool:
         """Whether requests joining a batch of n should leave their prompt out of the drafter (spec/step.py prefill:
