@@ -20,11 +20,16 @@ counts: with a = τ - 1 accepted, depths 1..a count as accepted and depth a + 1 
 a request's own counts fade by REQUEST_DECAY per step, its AR steps too (`_fade`), so its estimate follows its text. A
 tree step counts twice: as a tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as
 it lies in the tree) would have been (`SpecStep` reports what that chain would have accepted), so the chain estimate
-keeps learning while trees run. For a tree of N nodes, p_r,tree(j) = p_r,chain(j) x lift_N(j): the lift is the ratio of
-the tree's acceptance to its argmax chain's, counted on the same tree steps at the depths the chain reaches in the
-tree (`TreeCounts`), the chain's counts shrunk
-toward the chain's global estimate and the tree's toward that times the next smaller tree size's lift (trees nest) — a
-paired comparison, so it does not depend on which text trees happened to be chosen for.
+keeps learning while trees run. For a tree of N nodes, 1 - p_r,tree(j) = (1 - p_r,chain(j)) x miss_N(j): a tree
+catches some of its argmax chain's misses (a sibling of the chain's node holds the target's token), so its miss
+factor is the ratio of the tree's rejection rate to its argmax chain's, counted on the same tree steps at the depths
+the chain reaches in the tree (`TreeCounts`), the chain's counts shrunk toward the chain's global estimate and the
+tree's toward the next smaller tree size's curve (trees nest) — a paired comparison, so it does not depend on which
+text trees happened to be chosen for. Applied to a request's chain estimate, the factor scales what the tree can
+still add, most where the chain misses most: a ratio of acceptances instead (a lift, p_tree = p_chain x lift)
+promised a request whose chain accepts 90 % a tree accepting 99 % at every depth. Replayed on eagle_gsm8k traces with
+trees priced as on a GPU (tree:16 / tree:32 at 1.02 / 1.06x chain:16), auto / the best fixed draft at batch 1 went
+from 0.95 to 1.01 with it (level on this CPU's costs, where trees hardly pay).
 cost(n, d) is seconds per step for a batch of n requests whose longest cache holds L positions, from a table measured
 when the first auto scheduler starts (`SpecStep.measure_costs` on this device and dtype at two cache lengths, every draft
 timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
@@ -96,7 +101,7 @@ DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drif
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
 REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (where the host waits for it: on CPU)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
-MAX_ACCEPTANCE = 0.99  # a tree's lifted acceptance stays a probability
+MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) stays below 1
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 EXPLORE_SHARE = 0.02  # exploration (probes, tree measurements) may lose at most this share of the time it waited
@@ -431,7 +436,7 @@ class AutoBudget:
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
     _row_e: tuple = field(init=False, default=(None, {}))  # (tables' key, (row, cap) -> E per draft): _expected_tokens
     _prefixes: tuple = field(init=False, default=((), None))  # (key, every row's E by depth: see prepare)
-    _tables: tuple = field(init=False, default=(None, None, None))  # (curve version, global curve, lifts)
+    _tables: tuple = field(init=False, default=(None, None, None))  # (curve version, global curve, miss factors)
     _defers: tuple = field(init=False, default=(None, None))  # (curve version, E per draft at the global curve)
     _ending: set = field(init=False, default_factory=set)  # requests forgotten while their steps wait to be taken in
     _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
@@ -477,16 +482,16 @@ class AutoBudget:
     # ---- estimates -------------------------------------------------------------------------------------------------
 
     def acceptance(self, request_id: Hashable | None = None, draft: Draft = Draft("chain", 2)) -> list[float]:
-        """p(j) for depths 1..B-1 of `draft` (chains; a tree: the chain's times its lift): the global estimate, or a
-        request's (every observation taken in)."""
+        """p(j) for depths 1..B-1 of `draft` (chains; a tree: the chain's misses times its miss factor): the global
+        estimate, or a request's (every observation taken in)."""
         if self._pending:
             self._take_in()
-        g, lifts = self._estimates()
+        g, misses = self._estimates()
         p = self._chain_curves([request_id], g)[0]
-        return (_lifted(p, lifts[draft.size]) if draft.tree else p).tolist()
+        return (_treed(p, misses[draft.size]) if draft.tree else p).tolist()
 
-    def lift(self, size: int) -> list[float]:
-        """Per depth: the tree's acceptance over its argmax chain's on the same tree steps (1 where unmeasured)."""
+    def miss(self, size: int) -> list[float]:
+        """Per depth: the tree's rejection rate over its argmax chain's on the same tree steps (1 where unmeasured)."""
         if self._pending:
             self._take_in()
         return self._estimates()[1][size].tolist()
@@ -497,22 +502,25 @@ class AutoBudget:
         return _requests_shrunk(g, self._counts[[self._rows.get(r, 0) for r in requests]])
 
     def _estimates(self) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-        """The drafter's chain curve over every request (shrunk toward the prior) and each tree size's lift, as of the
-        curve's version: every observation adds to the curve, so a new version may change any of them. A lift is the
-        tree's counts over its paired chain counts, each shrunk toward a prior: the chain's toward the global curve,
-        the tree's toward the global curve times the next smaller tree's lift (1 for the smallest) — best-first trees
-        nest, so a larger tree accepts at least what a smaller one does, and its few measurements (a size measured
-        less because a smaller one was chosen) refine the smaller's lift instead of pulling toward 1: shrunk toward 1,
-        tree:32 after its 16 measured steps looked no better than a much-measured tree:16, and at equal cost (an H200)
-        tree:16 was chosen for half the windows at batch 1, 0.92x tree:32."""
+        """The drafter's chain curve over every request (shrunk toward the prior) and each tree size's miss factor, as
+        of the curve's version: every observation adds to the curve, so a new version may change any of them. A miss
+        factor is the tree's rejection rate over its paired chain's, their counts each shrunk toward a prior: the
+        chain's toward the global curve, the tree's toward the global curve as the next smaller tree's factor makes it
+        (the chain's for the smallest) — best-first trees nest, so a larger tree accepts at least what a smaller one
+        does, and its few measurements (a size measured less because a smaller one was chosen) refine the smaller's
+        factor instead of pulling toward 1: shrunk toward the chain, tree:32 after its 16 measured steps looked no
+        better than a much-measured tree:16, and at equal cost (an H200) tree:16 was chosen for half the windows at
+        batch 1, 0.92x tree:32."""
         if self._tables[0] != self.curve.version:
             g = _shrink(self._prior, self.curve.accepted, self.curve.trials, PRIOR_WEIGHT)
-            lifts, below = {}, np.ones_like(g)
+            misses, below = {}, np.ones_like(g)
             for size in self._sizes:
                 tree, chain = self.tree_curves[size].tree, self.tree_curves[size].chain
-                lifts[size] = below = (_shrink(_lifted(g, below), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT)
-                                       / _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT))
-            self._tables = (self.curve.version, g, lifts)
+                # (the prior unclipped: where the chain is near sure, a clipped one made the factor 2 at depth 1)
+                misses[size] = below = (
+                    (1 - _shrink(_treed(g, below, 1.0), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT))
+                    / (1 - _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT)))
+            self._tables = (self.curve.version, g, misses)
         return self._tables[1], self._tables[2]
 
     @staticmethod
@@ -766,8 +774,8 @@ class AutoBudget:
             self._take_in()
         key = (self._forgotten, self._faded, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
-            g, lifts = self._estimates()
-            self._prefixes = (key, self._depth_tables(_requests_shrunk(g, self._counts), lifts))
+            g, misses = self._estimates()
+            self._prefixes = (key, self._depth_tables(_requests_shrunk(g, self._counts), misses))
 
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
@@ -793,10 +801,10 @@ class AutoBudget:
         self._expected = (key, expected)
         return expected
 
-    def _depth_tables(self, chains: np.ndarray, lifts: dict[int, np.ndarray]) -> np.ndarray:
+    def _depth_tables(self, chains: np.ndarray, misses: dict[int, np.ndarray]) -> np.ndarray:
         """[request, table, τ cap]: E[τ] of the request's chain (table 0) and of each tree size (1, 2, ...) when the
-        step may accept at most cap - 1 drafts, from the requests' chain curves (rows) and the trees' lifts."""
-        curves = [chains] + [_lifted(chains, lifts[size]) for size in self._sizes]
+        step may accept at most cap - 1 drafts, from the requests' chain curves (rows) and the trees' miss factors."""
+        curves = [chains] + [_treed(chains, misses[size]) for size in self._sizes]
         return _expected_by_depth(np.stack(curves, axis=1))  # [request, table, depth] -> [request, table, cap]
 
     def _at_caps(self, tables: np.ndarray, caps: Sequence[int]) -> np.ndarray:
@@ -845,8 +853,8 @@ class AutoBudget:
         prior until measured), AR is the best choice for n requests — so their prompt would likely be taken in for
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
         if self._defers[0] != self.curve.version:  # n requests at the global curve: n times one request's rates
-            g, lifts = self._estimates()
-            row = self._at_caps(self._depth_tables(g[None], lifts), [self.block_size])[0]
+            g, misses = self._estimates()
+            row = self._at_caps(self._depth_tables(g[None], misses), [self.block_size])[0]
             self._defers = (self.curve.version, dict(zip(self.drafts, row.tolist())))
         expected = self._defers[1]
         costs = self.cost.costs(n, self.drafts, length)
@@ -948,9 +956,9 @@ class AutoBudget:
             # the tree and its argmax chain counted on the same steps at the same depths: those the chain reaches in
             # the tree. Counting the tree at every depth while its chain is known only as deep as it lies in the
             # tree compared deep depths on different steps (the chain's: those where the drafter was sure enough to
-            # grow it deep), so the lift fell below 1 there: replayed with an H200's costs at batch 16 (4-step
-            # windows), tree:16's E[τ] came out 5 % low and chain:16 was chosen over it, 0.960x the best fixed
-            # (0.987x counted thus)
+            # grow it deep), so the tree looked worse than its chain there: replayed with an H200's costs at batch
+            # 16 (4-step windows), tree:16's E[τ] came out 5 % low and chain:16 was chosen over it, 0.960x the best
+            # fixed (0.987x counted thus)
             paired = self.tree_curves[size]
             ks = [k for k, _ in tree_chains]
             paired.tree.add(ks, tree_taus)
@@ -1018,9 +1026,10 @@ def _expected_by_depth(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def _lifted(p: np.ndarray, lift: np.ndarray) -> np.ndarray:
-    """A chain curve times a tree's lift, kept a probability."""
-    return np.minimum(p * lift, MAX_ACCEPTANCE)
+def _treed(p: np.ndarray, miss: np.ndarray, most: float = MAX_ACCEPTANCE) -> np.ndarray:
+    """A tree's curve from a chain curve: the chain's rejection rate times the tree's miss factor, kept within
+    [0, most]."""
+    return np.clip(1 - (1 - p) * miss, 0.0, most)
 
 
 def _shrink(toward, accepted: np.ndarray, trials: np.ndarray, weight: float) -> np.ndarray:
