@@ -249,6 +249,32 @@ def measure_window_costs(engine, prompts, batch_size, drafts, max_new_tokens):
     return {k: sorted(v)[len(v) // 2] for k, v in times.items() if len(v) >= MIN_WINDOWS or k[0] == 1}
 
 
+def parse_draft(text: str):
+    """str(Draft) back: "chain:8" -> Draft("chain", 8)."""
+    from dflash_trt.spec.budget import Draft
+
+    kind, size = text.split(":")
+    return Draft(kind, int(size))
+
+
+def cost_tables(raw: dict, startup: dict) -> tuple:
+    """costs.json's two tables ({"n|draft[|length]": seconds}) as the replay uses them: (window: {(n, Draft): s} of
+    the drafting engine's windows, their CostTable, plain AR's windows' CostTable ("ar"), the startup table as
+    {(n, Draft[, length]): s} — auto's, by cache length: the replay, which knows no lengths, prices every window at
+    its shortest)."""
+    from dflash_trt.spec.budget import CostTable, Draft
+
+    def keyed(entries: dict) -> dict:
+        return {(int(n), d, *map(int, at)): s for (n, d, *at), s in ((key.split("|"), s) for key, s in entries.items())}
+
+    windows = keyed(raw)
+    window = {(n, parse_draft(d)): s for (n, d), s in windows.items() if d != "ar"}
+    plain_ar = CostTable.measured({(n, Draft("chain", 1)): s for (n, d), s in windows.items() if d == "ar"},
+                                  refine=False)
+    believed = {(n, parse_draft(d), *at): s for (n, d, *at), s in keyed(startup).items()}
+    return window, CostTable.measured(window, refine=False), plain_ar, believed
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default=str(FIXTURE / "target"))
@@ -293,14 +319,7 @@ def main(argv=None) -> int:
               else acceptance_traces(engine, prompts, args.max_new_tokens))
     print(f"traces: {len(traces)} prompts, {sum(t['tokens'] for t in traces)} tokens ({time.perf_counter() - t0:.0f} s)")
 
-    def parse(text: str) -> Draft:  # str(Draft) back: "chain:8" -> Draft("chain", 8)
-        kind, size = text.split(":")
-        return Draft(kind, int(size))
-
-    def keyed(entries: dict) -> dict:  # costs.json's {"n|draft[|length]": seconds} -> {(n, draft[, length]): seconds}
-        return {(int(n), d, *map(int, at)): s for (n, d, *at), s in ((key.split("|"), s) for key, s in entries.items())}
-
-    drafts = [parse(d) for d in DRAFTS]
+    drafts = [parse_draft(d) for d in DRAFTS]
     if args.costs:
         saved = json.loads(Path(args.costs).read_text())
         raw, startup = saved["windows"], saved["startup"]
@@ -314,13 +333,7 @@ def main(argv=None) -> int:
         engine.draft_costs = None
         engine.draft_budget("auto", block)  # the startup cost table auto works with when serving
         startup = {"|".join(map(str, key)): s for key, s in engine.draft_costs.items()}
-    windows = keyed(raw)
-    window = {(n, parse(d)): s for (n, d), s in windows.items() if d != "ar"}
-    table = CostTable.measured(window, refine=False)
-    plain_ar = CostTable.measured({(n, Draft("chain", 1)): s for (n, d), s in windows.items() if d == "ar"},
-                                  refine=False)
-    # the startup table (by cache length: the replay, which knows no lengths, prices every window at its shortest)
-    believed = {(n, parse(d), *at): s for (n, d, *at), s in keyed(startup).items()}
+    window, table, plain_ar, believed = cost_tables(raw, startup)
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
               "results": {}}

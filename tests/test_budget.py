@@ -531,7 +531,8 @@ def test_a_tree_adds_what_its_chain_misses():
     """A tree catches some of its argmax chain's misses (a sibling holds the target's token), so it adds most where the
     chain misses most: measured at a miss factor of about 1/2, a request whose chain rarely misses is expected to gain
     little from the tree and stays on the chain when the tree costs more, while one whose chain often misses gains a
-    lot and takes the tree. (A ratio of acceptances — a lift — gave the sure request a 1.21x gain and the tree too.)"""
+    lot and takes the tree. (A ratio of acceptances — a lift — gave the sure request a 1.21x gain and the tree
+    too.)"""
     costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(16,))
     costs[(1, Draft("tree", 16))] = 2.3  # 1.15x a chain
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(16,), explore_share=1e-9)

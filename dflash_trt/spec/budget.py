@@ -544,12 +544,12 @@ class AutoBudget:
         return self._last
 
     def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
-        """After choose() (`left`: what it was given): how many more windows (of `steps` steps) the same batch may run at the draft just chosen
-        with no call to the budget in between (choose, observe_*, prepare, needs_context) — their times and
-        observations handed over after them, in order, then `held` with their number. Only a batch held at AR on merit:
-        up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions), none of them a window where
-        a probe or a tree measurement could come or every request has its last token left, and all of them feeding
-        the drafter or none (needs_context).
+        """After choose() (`left`: what it was given): how many more windows (of `steps` steps) the same batch may run
+        at the draft just chosen with no call to the budget in between (choose, observe_*, prepare, needs_context) —
+        their times and observations handed over after them, in order, then `held` with their number. Only a batch held
+        at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions), none of them
+        a window where a probe or a tree measurement could come or every request has its last token left, and all of
+        them feeding the drafter or none (needs_context).
         Each of those windows would be AR: nothing it would see changes but its requests' caps, which only lower the
         drafts' expected tokens, and the held windows' observations, which it would take in every REFRESH_STEPS steps
         (held, they wait at most PRICE_WINDOWS windows, as the cost table's moves do). 0 otherwise.

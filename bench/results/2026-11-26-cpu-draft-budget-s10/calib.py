@@ -1,8 +1,8 @@
 """How well auto's expected tokens match what the drafts accept, on exact acceptance traces, batch 1: every step, the
 E[τ] auto prices for chain:8, tree:16 and tree:32 (its estimates as they stand then) against what each would accept
 at that position (from the traces: no selection by the choice), while the windows run FORCE (a draft, or auto's own
-choice) and teach the estimates as in a run. COSTS: the startup table auto chooses with (default: the sim's CPU one;
-gpu-like: trees priced at 1.02 / 1.06x chain:16, as simgrid.py does).
+choice) and teach the estimates as in a run. COSTS: the startup table auto chooses with, one of simgrid.py's (cpu,
+the default; gpu-like; mid).
 
     PYTHONPATH=<tree> python calib.py FORCE [COSTS]        (from <tree>'s root)
 """
@@ -11,26 +11,20 @@ import statistics as st
 import sys
 from pathlib import Path
 
-from dflash_trt.spec.budget import AutoBudget, CostTable, Draft
+sys.path.insert(0, "scripts")
+from sim_draft_budget import cost_tables, parse_draft  # noqa: E402
+from simgrid import TREES, priced  # noqa: E402  (this folder's)
+
+from dflash_trt.spec.budget import AutoBudget, CostTable, Draft  # noqa: E402
 
 SIM = Path("bench/results/2026-11-24-cpu-draft-budget-sim-v2")
 DRAFTS = (Draft("chain", 8), Draft("tree", 16), Draft("tree", 32))
 
 
-def parse(text):
-    kind, size = text.split(":")
-    return Draft(kind, int(size))
-
-
 def main(force, costs="cpu"):
     traces = json.loads((SIM / "traces.json").read_text())
-    startup = json.loads((SIM / "costs.json").read_text())["startup"]
-    if costs == "gpu-like":
-        for size, factor in ((16, 1.02), (32, 1.06)):
-            for key in [k for k in startup if f"tree:{size}" in k]:
-                startup[key] = startup[key.replace(f"tree:{size}", "chain:16")] * factor
-    budget = AutoBudget(16, CostTable({(int(k.split("|")[0]), parse(k.split("|")[1])): s for k, s in startup.items()},
-                                      refine=False), trees=(16, 32))
+    saved = priced(json.loads((SIM / "costs.json").read_text()), TREES[costs])
+    budget = AutoBudget(16, CostTable(cost_tables(saved["windows"], saved["startup"])[3], refine=False), trees=(16, 32))
     rows = []
     for rid, trace in enumerate(traces):
         produced = 1
@@ -42,7 +36,7 @@ def main(force, costs="cpu"):
             rows.append([expected[DRAFTS[0]], min(min(chain, 7) + 1, left)]
                         + [x for size in (16, 32) for x in (expected[Draft("tree", size)],
                                                            min(trace["trees"][str(size)]["accepted"][t] + 1, left))])
-            d = d if force == "auto" else parse(force)
+            d = d if force == "auto" else parse_draft(force)
             if d.tree:
                 tree = trace["trees"][str(d.size)]
                 depth = tree["chain_depth"][t]

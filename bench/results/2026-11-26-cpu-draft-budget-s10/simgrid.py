@@ -17,22 +17,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, "scripts")
-from sim_draft_budget import simulate  # noqa: E402
+from sim_draft_budget import DRAFTS, cost_tables, parse_draft, simulate  # noqa: E402
 
 from dflash_trt.spec.budget import AutoBudget, CostTable, Draft  # noqa: E402
 
 SIM = Path("bench/results/2026-11-24-cpu-draft-budget-sim-v2")
-DRAFTS = ["chain:1", "chain:2", "chain:4", "chain:8", "chain:16", "tree:16", "tree:32"]
 TREES = {"cpu": None, "gpu-like": (1.02, 1.06), "mid": (1.10, 1.25)}
-
-
-def parse(text):
-    kind, size = text.split(":")
-    return Draft(kind, int(size))
-
-
-def keyed(entries):
-    return {(int(n), d, *map(int, at)): s for (n, d, *at), s in ((key.split("|"), s) for key, s in entries.items())}
 
 
 def priced(costs, factors):
@@ -53,16 +43,12 @@ def main(seeds):
     cells, every = {}, []
     for name, factors in TREES.items():
         costs = priced(measured, factors)
-        windows = keyed(costs["windows"])
-        table = CostTable.measured({(n, parse(d)): s for (n, d), s in windows.items() if d != "ar"}, refine=False)
-        plain = CostTable.measured({(n, Draft("chain", 1)): s for (n, d), s in windows.items() if d == "ar"},
-                                   refine=False)
-        startup = {(n, parse(d), *at): s for (n, d, *at), s in keyed(costs["startup"]).items()}
+        _, table, plain, startup = cost_tables(costs["windows"], costs["startup"])
         for steps in (1, 4):
             for batch in (1, 8, 16):
-                rates = [(lambda t, s, _: t / s)(*simulate(traces, batch, Draft("chain", 1), plain.cost, 16, steps=steps))]
-                rates += [(lambda t, s, _: t / s)(*simulate(traces, batch, parse(d), table.cost, 16, steps=steps))
-                          for d in DRAFTS]
+                runs = [simulate(traces, batch, Draft("chain", 1), plain.cost, 16, steps=steps)]
+                runs += [simulate(traces, batch, parse_draft(d), table.cost, 16, steps=steps) for d in DRAFTS]
+                rates = [tokens / seconds for tokens, seconds, _ in runs]
                 best, ratios = max(rates), []
                 for seed in range(seeds):
                     budget = AutoBudget(16, CostTable(dict(startup)), trees=(16, 32))
