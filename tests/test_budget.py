@@ -23,9 +23,9 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS, REFRESH_STEPS, TAP_LEAD,
-                                    TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed, TreeClock, auto_drafts,
-                                    candidates)
+from dflash_trt.spec.budget import (AUTO_TREES, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
+                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
+                                    TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -222,19 +222,43 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
     assert fed[:99] == [(1, 100 - i <= TAP_LEAD, (100 - i) * 4 <= TAP_LEAD) for i in range(1, 100)]
     assert fed[99] == (16, True, True) and fed[100] == (1, False, False)
     assert Fixed(chain(1)).needs_context(1)
-    trees = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), trees=(16,), probe_every=100)
-    trees.observe("a", chain(16), [1] * 20)
-    assert trees.choose(["a"]) == chain(1) and trees.needs_context(4)  # tree:16 not measured yet: fed
 
 
-def _run_held_batch(steps: int, hold: bool, windows: int = 400) -> tuple[list, AutoBudget, int]:
+@pytest.mark.parametrize("steps", [1, 4])
+def test_held_ar_windows_feed_the_drafter_only_near_a_tree_measurement(steps):
+    """While a tree size is unmeasured, a held batch's AR windows feed the drafter exactly where a window that
+    measures it comes within TAP_LEAD steps (each measurement waits until exploring may lose its window); the others,
+    and every AR window once it is measured, are plain. Feeding every AR window until trees were measured had kept a
+    batch of 16 that never drafts feeding the drafter for nothing."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=(16,)), refine=False), trees=(16,),
+                        probe_every=10 ** 6)
+    budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR, no probe in reach
+    runs = []
+    for i in range(2000):
+        d = budget.choose(["a"])
+        runs.append((d, budget.needs_context(steps)))
+        if d.tree:  # a measurement: its steps taken in at once
+            budget.observe("a", d, [1] * steps, [(2, 1)] * steps)
+    measured = [i for i, (d, _) in enumerate(runs) if d.tree]
+    assert len(measured) == -(-TREE_MEASURE_STEPS // steps) and budget.tree_curves[16].tree.trials[0] >= 16
+    assert all(d == chain(1) for i, (d, _) in enumerate(runs) if i not in measured)
+    reach = TAP_LEAD // steps
+    expected = [d.tree or any(j in measured for j in range(i + 1, i + reach + 1)) for i, (d, _) in enumerate(runs)]
+    assert [f for _, f in runs] == expected
+    # between measurements most windows are plain (here 96 windows apart: a tree window's regret of ~1.9 AR windows
+    # waits for ~95 at explore_share 0.02, then for a multiple of tree_probe_every), none after the last
+    assert sum(expected) < 0.8 * measured[-1] and not any(expected[measured[-1] + 1:])
+
+
+def _run_held_batch(steps: int, hold: bool, windows: int = 400, probe_every: int = 3,
+                    explore_share: float = 1.0) -> tuple[list, AutoBudget, int]:
     """A batch of 4 whose drafts are rejected (held at AR on merit; probes, and tree:16's measurements while it is
     unmeasured, priced in), its windows of `steps` steps run as the host loop runs them: each window's draft and
     drafter feed, then its observations and time handed over and prepare(). With `hold`, as BatchScheduler does
     (AutoBudget.hold): the held windows make no call to the budget, theirs wait until the hold ends and go over in
     order, then held(). Returns the (draft, feed) per window, the budget and how many windows were chosen."""
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=(16,)), refine=False), trees=(16,),
-                        probe_every=3, explore_share=1.0)
+                        probe_every=probe_every, explore_share=explore_share)
     batch = list("abcd")
     for r in batch:
         budget.observe(r, chain(16), [1] * 20)
@@ -270,20 +294,25 @@ def _run_held_batch(steps: int, hold: bool, windows: int = 400) -> tuple[list, A
 
 
 @pytest.mark.parametrize("steps", [1, 4])
-def test_a_held_batch_makes_the_choices_it_would_make_window_by_window(steps):
+@pytest.mark.parametrize("paced_by", ["probes", "trees"])
+def test_a_held_batch_makes_the_choices_it_would_make_window_by_window(steps, paced_by):
     """AutoBudget.hold: a batch held at AR runs a few windows with no call to the budget (their times and
     observations handed over after them, then held()), and every window's draft and drafter feed, and the budget's
     state after them, are what choosing every window gives: the same probes, tree measurements and backoff, the same
-    AR windows fed (near a probe) or plain. And holds happen: most windows are not chosen."""
-    by_window, reference, chose_all = _run_held_batch(steps, hold=False)
-    held, budget, chose = _run_held_batch(steps, hold=True)
+    AR windows fed (near a probe or a tree measurement) or plain. And holds happen: most windows are not chosen.
+    Paced by probes (every 3 windows, then 6, 12, ...) or by tree:16's measurements alone (no probe in reach: each
+    waits until exploring may lose its window, ~100 windows apart)."""
+    kw = {"probe_every": 3, "explore_share": 1.0} if paced_by == "probes" else {
+        "probe_every": 10 ** 6, "explore_share": EXPLORE_SHARE, "windows": 2000}
+    by_window, reference, chose_all = _run_held_batch(steps, hold=False, **kw)
+    held, budget, chose = _run_held_batch(steps, hold=True, **kw)
     assert held == by_window
     assert budget._decision() == reference._decision()
     assert np.array_equal(budget._counts, reference._counts) and budget._faded == reference._faded
     assert budget.tree_curves[16].tree.trials[0] >= TREE_MEASURE_STEPS  # (tree:16 got measured on the way)
     drafted = sum(d.size > 1 for d, _ in held)
     assert 4 <= drafted < 40 and {f for d, f in held if d.size == 1} == {True, False}
-    assert chose_all == 400 and chose < 400 // 3
+    assert chose_all == len(held) and chose < len(held) // 3
 
 
 def test_a_hold_is_granted_only_to_a_batch_held_at_ar_on_merit():

@@ -427,6 +427,9 @@ class AutoBudget:
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
     _held_cost: float | None = field(init=False, default=None)  # an AR choice held on merit: its priced seconds (hold)
     _probe_regret: float = field(init=False, default=0.0)  # ... and its probe's regret then
+    # an AR choice (on merit): the least regret of a tree size's measurement window, and the seconds each window adds
+    # to the tree clock (as priced then); None if every tree size is measured (_tree_near)
+    _tree_wait: tuple | None = field(init=False, default=None)
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
@@ -539,7 +542,7 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             return self._take_ahead(ahead)
-        self._held_cost = None
+        self._held_cost = self._tree_wait = None
         self._last = self._choose(requests, left, length)
         return self._last
 
@@ -562,15 +565,18 @@ class AutoBudget:
         limit = min(self._pricing[1], LENGTH_STEP // steps)
         if left is not None:  # not every request's last token (choose() counts no window then)
             limit = min(limit, (max(left) - 2) // steps)
-        measuring, feeds = self._measuring_trees(), self.needs_context(steps)
-        clock, at_one, held_s, windows = self.tree_clock.windows, self._at_one, self._held_s, 0
+        feeds, c = self.needs_context(steps), self.tree_clock
+        clock, since_s, at_one, held_s, windows = c.windows, c.since_s, self._at_one, self._held_s, 0
         while windows < limit:  # each further window as choose() and needs_context() would count and see it
             clock += 1
+            since_s += self._held_cost
             at_one += 1
             held_s += self._held_cost
             if (not self._probe_waits(at_one, held_s, self._probe_regret)
-                    or (measuring and clock % self.tree_probe_every == 0)  # a tree measurement's window
-                    or (not feeds and self._near_probe(at_one, steps))):  # the first that would feed the drafter
+                    or (self._tree_wait is not None  # a tree measurement's window
+                        and self._tree_measures(clock, since_s, self._tree_wait[0]))
+                    # the first that would feed the drafter
+                    or (not feeds and (self._near_probe(at_one, steps) or self._tree_near(clock, since_s, steps)))):
                 break
             windows += 1
         return windows
@@ -602,7 +608,7 @@ class AutoBudget:
     def _take_ahead(self, ahead: tuple) -> Draft:
         self._held_cost = None  # (hold: the host loop's, which chooses nothing ahead)
         self._set_decision(ahead[3])
-        self._pricing = ahead[4]
+        self._pricing, self._tree_wait = ahead[4], ahead[5]
         return ahead[1]
 
     def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
@@ -624,15 +630,16 @@ class AutoBudget:
         clock.since_s += now[best]
         # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
         held = best.size == 1
-        for size in self.trees:  # a tree size not measured enough yet: one window in every tree_probe_every
-            tree = Draft("tree", size)
-            if (clock.windows % self.tree_probe_every == 0
-                    and self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS
-                    and self.explore_share * clock.since_s >= regret(tree, self.cost.probe_factor if held else None)):
-                clock.since_s = 0.0
-                if held:
-                    self._probing = tree  # its window teaches probe_factor, as a probe's does
-                return tree
+        measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
+        for size in self.trees:  # ... each takes one window in every tree_probe_every, where exploring may lose it
+            if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS:
+                tree = Draft("tree", size)
+                measuring[size] = regret(tree, self.cost.probe_factor if held else None)
+                if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
+                    clock.since_s = 0.0
+                    if held:
+                        self._probing = tree  # its window teaches probe_factor, as a probe's does
+                    return tree
         if best.size > 1:  # drafting on merit: its windows refresh the estimates, as a probe's would; the backoff
             # stands (restarted here, a server whose load ends in a drain, where the last few requests draft on merit,
             # probed its full batch from every 4 windows again after each; in-process like the server, one scheduler
@@ -647,6 +654,7 @@ class AutoBudget:
         probe_regret = regret(probe, self.cost.probe_factor)
         if self._probe_waits(self._at_one, self._held_s, probe_regret):
             self._held_cost, self._probe_regret = now[best], probe_regret  # (hold)
+            self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
@@ -717,7 +725,8 @@ class AutoBudget:
             left = self._left_after(requests, left, steps)
         before, pricing = self._decision(), self._pricing
         draft = self.choose(requests, left, length)
-        self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing)
+        self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing,
+                       self._tree_wait)
         self._set_decision(before)
         self._pricing = pricing
         return draft
@@ -819,23 +828,37 @@ class AutoBudget:
 
     def needs_context(self, steps: int = 1) -> bool:
         """Whether the AR window just chosen (windows of `steps` steps) should feed the drafter's context (its steps'
-        tap features pending, spec/step.py DEFERRED_CONTEXT): not where the batch is held at AR, every tree size is
-        measured and its next probe is more than TAP_LEAD steps away — such a window is a plain AR step (no taps, no
-        context rows: what an engine without a drafter runs), and the drafter's context restarts where the AR windows
-        feed it again, TAP_LEAD steps before the probe (on the fixture pair a drafter that sees the last 64 positions
+        tap features pending, spec/step.py DEFERRED_CONTEXT): not where the batch is held at AR and neither its next probe
+        nor a window that could measure a tree size (_tree_near) is within TAP_LEAD steps — such a window is a plain AR
+        step (no taps, no context rows: what an engine without a drafter runs), and the drafter's context restarts
+        where the AR windows feed it again, TAP_LEAD steps before the drafting window (on the fixture pair a drafter that sees the last 64 positions
         accepts within 1 % of one that sees them all). A drafting choice that comes sooner (the batch or its lengths
         changed the price) starts from the rows fed so far. Measured in-process like the server at 16 requests on
         this CPU (2026-11-26, 8 runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain
         ones (taps, context rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
-        if self._measuring_trees():
-            return True
-        return self._near_probe(self._at_one, steps)
+        c = self.tree_clock
+        return self._near_probe(self._at_one, steps) or self._tree_near(c.windows, c.since_s, steps)
 
-    def _measuring_trees(self) -> bool:
-        """Whether a tree size is still measured (fewer than TREE_MEASURE_STEPS steps taken in)."""
-        return any(self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS for size in self.trees)
+    def _tree_measures(self, windows: int, since_s: float, regret: float) -> bool:
+        """Whether the tree clock's window `windows` measures a tree size still measured whose window would lose
+        `regret` (_choose): one window in every tree_probe_every, where explore_share of the predicted seconds since
+        the last measurement (`since_s`) covers that regret."""
+        return windows % self.tree_probe_every == 0 and self.explore_share * since_s >= regret
+
+    def _tree_near(self, windows: int, since_s: float, steps: int) -> bool:
+        """Whether a held batch's window `windows` of the tree clock (`since_s`: its predicted seconds since the last
+        tree measurement; windows of `steps` steps) is within TAP_LEAD steps of a window that could measure a tree size
+        (_tree_measures, at the AR choice's price). Fed only there: a tree size that is never worth its window at this
+        batch (at 16 requests its window costs ~12 AR windows on this CPU) had kept every held AR window feeding the
+        drafter, taps and context rows for nothing."""
+        if self._tree_wait is None:
+            return False
+        regret, seconds = self._tree_wait
+        reach = TAP_LEAD // steps
+        j = reach - (windows + reach) % self.tree_probe_every  # the last measurement window within reach
+        return j >= 1 and self._tree_measures(windows + j, since_s + j * seconds, regret)
 
     def _near_probe(self, at_one: int, steps: int) -> bool:
         """Whether a batch held at AR for `at_one` windows (of `steps` steps) is within TAP_LEAD steps of its probe."""
