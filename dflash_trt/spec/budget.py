@@ -851,7 +851,7 @@ class AutoBudget:
         """Whether a held batch's window `windows` of the tree clock (`since_s`: its predicted seconds since the last
         tree measurement; windows of `steps` steps) is within TAP_LEAD steps of a window that could measure a tree size
         (_tree_measures, at the AR choice's price). Fed only there: a tree size that is never worth its window at this
-        batch (at 16 requests its window costs ~12 AR windows on this CPU) had kept every held AR window feeding the
+        batch (at 16 requests its window costs 10-15 AR windows on this CPU) had kept every held AR window feeding the
         drafter, taps and context rows for nothing."""
         if self._tree_wait is None:
             return False
