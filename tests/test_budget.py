@@ -224,6 +224,26 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
     assert Fixed(chain(1)).needs_context(1)
 
 
+def test_held_ar_windows_feed_the_drafter_where_one_request_fewer_would_draft():
+    """A batch of 4 held at AR, no probe or tree measurement in reach: its AR windows feed the drafter where 3 requests
+    would draft (a request's end would start drafting, and a drafter fed nothing since sees no context), and are
+    plain where 3 would be held at AR too."""
+    def feeds(drafting_at_3: float) -> tuple:
+        costs = {(n, d): 1.0 if d == chain(1) else {1: 1.0, 2: 2.0, 3: drafting_at_3, 4: 6.0}[n]
+                 for n in (1, 2, 3, 4) for d in auto_drafts(16, ())}
+        budget = AutoBudget(16, CostTable(costs, refine=False), probe_every=10 ** 6)
+        budget.curve.accepted[:], budget.curve.trials[:] = 0.8 * 10 ** 4, 10 ** 4  # the drafter: 0.8 at every depth
+        fed = []
+        for _ in range(5):
+            d = budget.choose(list("abcd"), [100] * 4, 100)
+            fed.append((d, budget.needs_context(1)))
+        return fed, budget.choose(list("abc"), [100] * 3, 100)
+    fed, three = feeds(drafting_at_3=3.0)  # E[τ] ~4.9 a request: 3 drafting 4.9 tokens per second, AR 3
+    assert three.size > 1 and fed == [(chain(1), True)] * 5
+    fed, three = feeds(drafting_at_3=6.0)  # 2.4 tokens per second drafting: AR at 3 too
+    assert three == chain(1) and fed == [(chain(1), False)] * 5
+
+
 @pytest.mark.parametrize("steps", [1, 4])
 def test_held_ar_windows_feed_the_drafter_only_near_a_tree_measurement(steps):
     """While a tree size is unmeasured, a held batch's AR windows feed the drafter exactly where a window that

@@ -430,6 +430,7 @@ class AutoBudget:
     # an AR choice (on merit): the least regret of a tree size's measurement window, and the seconds each window adds
     # to the tree clock (as priced then); None if every tree size is measured (_tree_near)
     _tree_wait: tuple | None = field(init=False, default=None)
+    _drafts_fewer: bool = field(init=False, default=False)  # ... and whether one request fewer would draft (ditto)
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
@@ -542,7 +543,7 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             return self._take_ahead(ahead)
-        self._held_cost = self._tree_wait = None
+        self._held_cost, self._tree_wait, self._drafts_fewer = None, None, False
         self._last = self._choose(requests, left, length)
         return self._last
 
@@ -608,7 +609,7 @@ class AutoBudget:
     def _take_ahead(self, ahead: tuple) -> Draft:
         self._held_cost = None  # (hold: the host loop's, which chooses nothing ahead)
         self._set_decision(ahead[3])
-        self._pricing, self._tree_wait = ahead[4], ahead[5]
+        self._pricing, (self._tree_wait, self._drafts_fewer) = ahead[4], ahead[5]
         return ahead[1]
 
     def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
@@ -655,6 +656,8 @@ class AutoBudget:
         if self._probe_waits(self._at_one, self._held_s, probe_regret):
             self._held_cost, self._probe_regret = now[best], probe_regret  # (hold)
             self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
+            n = len(requests)
+            self._drafts_fewer = n > 1 and not self.defers_context(n - 1, length)  # (needs_context)
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
@@ -726,7 +729,7 @@ class AutoBudget:
         before, pricing = self._decision(), self._pricing
         draft = self.choose(requests, left, length)
         self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing,
-                       self._tree_wait)
+                       (self._tree_wait, self._drafts_fewer))
         self._set_decision(before)
         self._pricing = pricing
         return draft
@@ -828,18 +831,22 @@ class AutoBudget:
 
     def needs_context(self, steps: int = 1) -> bool:
         """Whether the AR window just chosen (windows of `steps` steps) should feed the drafter's context (its steps'
-        tap features pending, spec/step.py DEFERRED_CONTEXT): not where the batch is held at AR and neither its next probe
-        nor a window that could measure a tree size (_tree_near) is within TAP_LEAD steps — such a window is a plain AR
-        step (no taps, no context rows: what an engine without a drafter runs), and the drafter's context restarts
-        where the AR windows feed it again, TAP_LEAD steps before the drafting window (on the fixture pair a drafter that sees the last 64 positions
-        accepts within 1 % of one that sees them all). A drafting choice that comes sooner (the batch or its lengths
-        changed the price) starts from the rows fed so far. Measured in-process like the server at 16 requests on
-        this CPU (2026-11-26, 8 runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain
-        ones (taps, context rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
+        tap features pending, spec/step.py DEFERRED_CONTEXT). Not where the batch is held at AR with no drafting window
+        in sight: neither its next probe nor a window that could measure a tree size (_tree_near) within TAP_LEAD
+        steps, and one request fewer would be held at AR too (defers_context: at the drafter's curve over every
+        request). Such a window is a plain AR step (no taps, no context rows: what an engine without a drafter runs);
+        the drafter's context restarts where the AR windows feed it again, TAP_LEAD steps before the probe (on the
+        fixture pair a drafter that sees the last 64 positions accepts within 1 % of one that sees them all).
+        A drafting window that comes after plain ones with no feed between sees no context before it: at 4 requests
+        on this CPU, where a request's end makes the 3 left draft, such windows accepted τ 1.8-2.7 against 3.0-3.2
+        fed — hence the request fewer. Measured in-process like the server at 16 requests on this CPU (2026-11-26, 8
+        runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain ones (taps, context
+        rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
         c = self.tree_clock
-        return self._near_probe(self._at_one, steps) or self._tree_near(c.windows, c.since_s, steps)
+        return (self._drafts_fewer or self._near_probe(self._at_one, steps)
+                or self._tree_near(c.windows, c.since_s, steps))
 
     def _tree_measures(self, windows: int, since_s: float, regret: float) -> bool:
         """Whether the tree clock's window `windows` measures a tree size still measured whose window would lose
