@@ -849,9 +849,9 @@ class AutoBudget:
                 or self._tree_near(c.windows, c.since_s, steps))
 
     def _tree_measures(self, windows: int, since_s: float, regret: float) -> bool:
-        """Whether the tree clock's window `windows` measures a tree size still measured whose window would lose
-        `regret` (_choose): one window in every tree_probe_every, where explore_share of the predicted seconds since
-        the last measurement (`since_s`) covers that regret."""
+        """Whether window `windows` of the tree clock measures a tree size not measured enough yet whose window would
+        lose `regret` (_choose): one window in every tree_probe_every, where explore_share of the predicted seconds
+        since the last measurement (`since_s`) covers that regret."""
         return windows % self.tree_probe_every == 0 and self.explore_share * since_s >= regret
 
     def _tree_near(self, windows: int, since_s: float, steps: int) -> bool:
