@@ -5,7 +5,7 @@ from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.spec.budget import auto_drafts
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 torch.set_num_threads(1)
-fx = '/work/main/tests/fixtures/gsm8k-tiny/'
+fx = 'tests/fixtures/gsm8k-tiny/'  # (run from a tree's root)
 eng = TorchEngine.from_pretrained(fx + 'target', fx + 'drafter', device='cpu', max_batch_size=int(sys.argv[2]), max_seq_len=512)
 sr = eng.step_runner
 drafts = auto_drafts(eng.drafter.block_size, eng.auto_trees)
