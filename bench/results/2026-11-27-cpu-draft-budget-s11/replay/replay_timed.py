@@ -1,102 +1,55 @@
-# The seventh session's replay.py (../../2026-11-26-cpu-draft-budget-s7/replay.py) plus, per mode and batch size, the
-# windows' times as the scheduler hands them to the budget (observe_time), and the mean τ of auto's chain windows.
-# Run from a tree's root: PYTHONPATH=<tree> python .../replay_timed.py 4,8,16 2
-"""In-process server-like replay: one long-lived scheduler per mode (own engine), continuous arrivals at concurrency c,
-rounds interleaved between modes. Prints auto/AR total tok/s per level. `replay.py LEVELS ROUNDS [profile] [cap]`; with
-`profile`: also each mode's prefill / decode seconds, auto's choices by batch size and the time its budget's calls took
-(the c = 4 lead in NOTES.md: `replay.py 4 4 profile`); with `cap`: a third mode, auto whose every drafting choice at 4+
-requests is turned into AR (a wrapper around its budget: what its choices there are worth; the eighth session's
-NOTES.md)."""
-import json, sys, time, collections, torch
-from dflash_trt import SamplingParams
-from dflash_trt.bench.datasets import encode_prompt
-from dflash_trt.engines.torch_engine import TorchEngine
-from dflash_trt.spec import budget as B
-torch.set_num_threads(1)
-fx='tests/fixtures/gsm8k-tiny/'
-levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2]); profile='profile' in sys.argv[3:]
-turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:16]
-modes=['ar','auto']+(['cap'] if 'cap' in sys.argv[3:] else [])
-eng={m: TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512) for m in modes}
-prompts=[encode_prompt(eng['ar'].tokenizer,t,512-64)[0] for t in turns]
-p=SamplingParams(max_new_tokens=64)
-sch={'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new_scheduler(draft='auto')}
-class Cap:  # auto, its drafting choices at 4+ requests turned into AR
-    def __init__(self, budget): self.budget, self.capped = budget, 0
-    def __getattr__(self, name): return getattr(self.budget, name)
-    def choose(self, ids, left, length):
-        d=self.budget.choose(ids, left, length)
-        if len(ids)>=4 and d.size>1:
-            self.capped+=1; self.budget._last, self.budget._probing = B.Draft('chain',1), None
-            return B.Draft('chain',1)
-        return d
-if 'cap' in modes:
-    sch['cap']=eng['cap'].new_scheduler(draft='auto'); sch['cap'].budget=Cap(sch['cap'].budget)
-chosen=collections.Counter(); acc=collections.Counter(); calls=collections.Counter()
-if profile:  # time the budget's calls; count auto's choices by batch size
-    def wrap(name):
-        f=getattr(B.AutoBudget,name)
-        def g(self,*a,**k):
-            t=time.perf_counter(); r=f(self,*a,**k); acc[name]+=time.perf_counter()-t; calls[name]+=1
-            if name=='choose': chosen[(len(a[0]),str(r))]+=1
-            return r
-        setattr(B.AutoBudget,name,g)
-    for n in ['choose','observe_window','observe_time','prepare','forget','needs_context','defers_context']:
-        wrap(n)
-ids=collections.Counter()
-tauacc=collections.defaultdict(list)
-_ow=B.AutoBudget.observe_window
-def _ow2(self, requests, draft, taus, chain_equivalent=(), finished=()):
-    if draft.size > 1 and not draft.tree:
-        for t in taus: tauacc['chain'].extend(t)
-    return _ow(self, requests, draft, taus, chain_equivalent, finished)
-B.AutoBudget.observe_window=_ow2
-wt=collections.defaultdict(list); cur=[None]
-for cls in (B.AutoBudget, B.Fixed):
-    def mk(f):
-        def g(self, n, draft, s, length=None):
-            if cur[0] is not None: wt[(cur[0], n, str(draft))].append(s)
-            return f(self, n, draft, s, length)
-        return g
-    cls.observe_time = mk(cls.observe_time)
-def run_round(m, c):
-    s=sch[m]; todo=list(range(len(prompts))); live=set(); toks=0
-    t=time.perf_counter()
-    while todo or live:
-        while todo and len(live)<c:
-            i=todo.pop(0); rid=f"{m}-{ids[m]}"; ids[m]+=1; s.add(rid, prompts[i], p); live.add(rid)
-        for ev in s.step():
-            toks+=len(ev.token_ids)
-            if ev.finished:
-                assert ev.finish_reason != "error", ev.result.error  # a failed request emits nothing: its rate would lie
-                live.discard(ev.index)
-    return toks, time.perf_counter()-t
-for c in levels:  # warm-up round per level
-    for m in modes: run_round(m, c)
-chosen.clear(); acc.clear(); calls.clear()
-for m in modes: sch[m].prefill_s=sch[m].decode_s=0.0
-res=collections.defaultdict(lambda: [0,0.0])
-for r in range(rounds):
-    for c in levels:
-        for m in (modes if r%2==0 else modes[::-1]):
-            cur[0]=m; k,t=run_round(m,c); cur[0]=None; res[(m,c)][0]+=k; res[(m,c)][1]+=t
-print(' '.join(f"c{c} {res[('auto',c)][0]/res[('auto',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), ' AR tok/s', ' '.join(f"{res[('ar',c)][0]/res[('ar',c)][1]:.0f}" for c in levels))
-if 'cap' in modes:
-    print('cap / AR', ' '.join(f"c{c} {res[('cap',c)][0]/res[('cap',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), 'choices turned', sch['cap'].budget.capped)
-if profile:
-    for m in modes:
-        print(m, 'prefill s', round(sch[m].prefill_s,3), 'decode s', round(sch[m].decode_s,3))
-    print(sorted(chosen.items()))
-    print({k: (calls[k], round(acc[k]*1e3,1)) for k in acc}, 'windows', sum(chosen.values()))
+"""The seventh session's replay.py (../../2026-11-26-cpu-draft-budget-s7/replay.py) run with two hooks: per mode (AR's
+budget is a Fixed, auto's an AutoBudget) and batch size, the windows' times as the scheduler hands them to the budget
+(observe_time), and the mean τ of auto's chain windows, over every round (the warm-up ones too; the copy this
+replaces counted the timed rounds only: the tables in NOTES.md). From a tree's root:
 
+    PYTHONPATH=<tree> python .../replay_timed.py LEVELS ROUNDS      (e.g. 4,8,16 2)
+"""
+import collections
+import runpy
 import statistics as st
-for n in (4, 8, 12, 16):
-    a=wt[('ar',n,'chain:1')]; b=wt[('auto',n,'chain:1')]
-    if a and b: print(f"n={n} AR windows: ar {len(a)} med {st.median(a)*1e3:.3f} mean {st.mean(a)*1e3:.3f} | auto {len(b)} med {st.median(b)*1e3:.3f} mean {st.mean(b)*1e3:.3f} sum {sum(b)*1e3:.0f}ms; auto drafting windows: " + ', '.join(f"{d} {len(v)} x {st.mean(v)*1e3:.2f}" for (mm,nn,d),v in wt.items() if mm=='auto' and nn==n and d!='chain:1'))
-for m in modes:
-    tot = {}
-    for (mm, n, d), v in wt.items():
-        if mm == m: tot[(n, d)] = (len(v), round(sum(v) * 1e3))
-    print(m, 'prefill s', round(sch[m].prefill_s, 3), 'decode s', round(sch[m].decode_s, 3), sorted(tot.items()))
+import sys
+from pathlib import Path
 
-print('chain drafting tau', len(tauacc['chain']), round(st.mean(tauacc['chain']),2) if tauacc['chain'] else None)
+from dflash_trt.spec import budget as B
+
+REPLAY = Path(__file__).resolve().parents[2] / "2026-11-26-cpu-draft-budget-s7" / "replay.py"
+times = collections.defaultdict(list)  # (mode, n, draft) -> seconds per step
+taus = []  # auto's chain windows' τ
+
+
+def timed(cls, mode):
+    f = cls.observe_time
+
+    def g(self, n, draft, s, length=None):
+        times[(mode, n, str(draft))].append(s)
+        return f(self, n, draft, s, length)
+    cls.observe_time = g
+
+
+timed(B.Fixed, "ar")
+timed(B.AutoBudget, "auto")
+observe_window = B.AutoBudget.observe_window
+
+
+def counted(self, requests, draft, window_taus, chain_equivalent=(), finished=()):
+    if draft.size > 1 and not draft.tree:
+        for t in window_taus:
+            taus.extend(t)
+    return observe_window(self, requests, draft, window_taus, chain_equivalent, finished)
+
+
+B.AutoBudget.observe_window = counted
+sys.argv = [str(REPLAY)] + sys.argv[1:]
+g = runpy.run_path(str(REPLAY), run_name="__main__")
+for n in (4, 8, 12, 16):
+    a, b = times[("ar", n, "chain:1")], times[("auto", n, "chain:1")]
+    if a and b:
+        print(f"n={n} AR windows: ar {len(a)} med {st.median(a) * 1e3:.3f} mean {st.mean(a) * 1e3:.3f} | auto {len(b)} "
+              f"med {st.median(b) * 1e3:.3f} mean {st.mean(b) * 1e3:.3f} sum {sum(b) * 1e3:.0f}ms; auto drafting "
+              "windows: " + ", ".join(f"{d} {len(v)} x {st.mean(v) * 1e3:.2f}" for (m, k, d), v in times.items()
+                                      if m == "auto" and k == n and d != "chain:1"))
+for m in ("ar", "auto"):
+    total = {(n, d): (len(v), round(sum(v) * 1e3)) for (mm, n, d), v in times.items() if mm == m}
+    print(m, "prefill s", round(g["sch"][m].prefill_s, 3), "decode s", round(g["sch"][m].decode_s, 3), sorted(total.items()))
+print("chain drafting tau", len(taus), round(st.mean(taus), 2) if taus else None)
