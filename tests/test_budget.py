@@ -26,7 +26,7 @@ from dflash_trt.kernels.ops import library_ops, reference_ops
 from dflash_trt.spec.budget import (AUTO_TREES, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
                                     REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
                                     TreeClock, auto_drafts, candidates)
-from dflash_trt.spec.step import COST_LENGTHS
+from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
 
@@ -944,6 +944,31 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     ar = engine.generate(PROMPTS, SamplingParams(max_new_tokens=12, ignore_eos=True), use_drafter=False)
     assert [r.token_ids for r in r1] == [a.token_ids for a in ar]
     assert all(r.stats.to_dict()["mean_verify_len"] >= 1 for r in r1)
+
+
+def test_startup_costs_keep_no_slowness_of_a_place_in_the_round(make_pair):
+    """SpecStep.measure_costs times every shape once per round, round robin: a machine slow at one place of the round
+    (here: the first shape timed in each round runs 1.5x) must not carry that into any entry. Each round starts a
+    share further down the shapes, so the slow place falls on a different shape each round and the median drops it."""
+    pair = make_pair(family="qwen3")
+    engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=2, max_seq_len=128)
+    runner = engine.step_runner
+    true = lambda n, k, length, tree: 1e-3 * n * (k + (8 if tree else 0)) * (1 + length / 1000)  # noqa: E731
+    timed = {"count": 0, "first": None, "round": None}
+    drafts = auto_drafts(16, AUTO_TREES)
+    lengths = sorted({runner._timing_length(at, 32) for at in COST_LENGTHS})
+    per_round = len(bucket_sizes(2)) * len(drafts) * len(lengths)
+
+    def fake(n, k, spec, length, tree):  # what measure_costs calls per step (warm-ups included); 3 + 1 per shape
+        timed["count"] += 1
+        shape = (timed["count"] - 1) // 4  # (the warm-up here is 3 steps: they take no time)
+        slow = shape % per_round == 0  # the first shape of a round
+        return 0.0 if (timed["count"] - 1) % 4 < 3 else true(n, k, length, tree) * (1.5 if slow else 1.0)
+
+    with mock.patch.object(runner, "_timed_step", side_effect=fake):
+        costs = runner.measure_costs(drafts, warm_s=0.0)
+    assert timed["count"] == 3 * per_round * 4
+    assert costs == {key: pytest.approx(true(key[0], key[1].size, key[2], key[1].tree)) for key in costs}
 
 
 def test_draft_on_the_command_line(capsys):

@@ -823,12 +823,18 @@ class SpecStep:
         0 / 1 / 2 / 4 / 8 steps of its own before it (CPU, fixture pair), while the drafting steps, more work each,
         hardly change — timed cold, AR came out 30-40 % dearer against them than in a run, and auto took probes for
         cheaper than they were; after 3 steps still 15-30 % (batch 8 at 128 positions: 2.8-2.9 ms, after 8 steps
-        2.2-2.5, a run of them 2.3). All slots must be free."""
+        2.2-2.5, a run of them 2.3). Each round starts a third (1 / repeats) further down the shapes: timed at the same
+        place of every round (the first ones right after the biggest), a shape took any slowness of that place into
+        every timing of it, and the median kept it. On this CPU 2 of ~10 bench runs of 2026-11-27 started from a table
+        whose batch-1 entries at 128 positions, timed first in every round, were 30-50 % high (not reproduced in 18
+        tables timed since; a slowness shorter than a third of a round now reaches one timing of a shape at most).
+        All slots must be free."""
         lengths = sorted({self._timing_length(length, max(d.size for d in drafts)) for length in lengths})
         shapes = [(n, d, length) for length in lengths for n in bucket_sizes(self.max_batch_size) for d in drafts]
         times: dict[tuple[int, Draft, int], list[float]] = {s: [] for s in shapes}
-        for _ in range(repeats):
-            for n, d, length in shapes:
+        for r in range(repeats):
+            start = r * len(shapes) // repeats
+            for n, d, length in shapes[start:] + shapes[:start]:
                 spent = sum(self._timed_step(n, d.size, True, length, d.tree) for _ in range(warm))
                 while spent < warm_s:
                     spent += self._timed_step(n, d.size, True, length, d.tree)
