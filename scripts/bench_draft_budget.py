@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import gc
 import json
 import platform
 import statistics
@@ -90,7 +91,14 @@ def main(argv=None) -> int:
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
               "settings": vars(args), "results": {}}
+    engine = read = discard = prefill = None
     for size in sizes:
+        # The last batch size's engine is freed here, not by a cyclic collection that lands inside this size's timed
+        # part (its objects hold reference cycles: tearing its CUDA graphs and memory down there cost one mode's
+        # windows ~150-200 ms; on an H200, 2026-11-27, auto / best fixed at batch 8 read 0.68-0.70 after batch 1 in
+        # the same process, 0.95 alone or with the collector off)
+        engine = read = discard = prefill = None
+        _collect(args.device)
         engine = TorchEngine.from_pretrained(args.target, args.drafter, device=args.device, max_batch_size=size,
                                              decode_loop=args.decode_loop, steps_per_sync=args.steps_per_sync,
                                              max_seq_len=args.max_seq_len)
@@ -105,6 +113,7 @@ def main(argv=None) -> int:
             for mode in all_modes:
                 engine.generate(batch, params, **({"use_drafter": False} if mode == "ar" else {"draft": mode}))
         engine.draft_curve, engine.tree_curves = None, {}  # ... but nothing learnt yet
+        _collect(args.device)  # the warm-up's garbage too: the timed part starts with none pending
         choices.clear()
         step_times.clear()
         timing["size"] = size
@@ -215,6 +224,15 @@ def main(argv=None) -> int:
                              f"({1e3 * r['capture_s']:.0f}) | {r['steady_tok_s']:.1f} | {r['steady_vs_ar']:.3f}x |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["equal_to_ar"] for res in report["results"].values() for r in res["rows"].values()) else 1
+
+
+def _collect(device: str) -> None:
+    """Free what is unreachable now (and, on CUDA, the allocator's cached blocks), before a timed part."""
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def _entry(key: tuple) -> str:

@@ -487,3 +487,44 @@ def test_throughput_at_fixed_interactivity_interpolates_bounds_and_says_na():
     assert got["below"]["total_tokens_per_s"] is None and got["below"]["at_least_tokens_per_s"] is None
     assert module._fixed_cell("above", got["above"]) == "above >= 720.0 tok/s (>= 3.00x)"
     assert module._fixed_cell("below", got["below"]) == "below n/a"
+
+
+def test_draft_budget_bench_frees_each_batch_size_engine_before_the_next(monkeypatch, capsys):
+    """scripts/bench_draft_budget.py builds one engine per batch size; the last one must be gone before the next is
+    built (and so before its timed part). An engine's objects hold reference cycles, so without an explicit collection
+    it lived on until the cyclic collector ran, inside a later timed part: on an H200 its teardown cost one mode's
+    windows ~150-200 ms (auto / best fixed at batch 8 read 0.68-0.70 after batch 1 in the same process, 0.95 alone).
+    The collector is off here, so only the bench's own collection can free it."""
+    import gc
+    import importlib.util
+    import weakref
+
+    from dflash_trt.engines.torch_engine import TorchEngine
+    from dflash_trt.spec import budget
+
+    spec = importlib.util.spec_from_file_location("bench_draft_budget",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / "bench_draft_budget.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for cls in (budget.AutoBudget, budget.Fixed):  # the bench wraps these to record step times: undone after the test
+        monkeypatch.setattr(cls, "observe_time", cls.observe_time)
+    built, alive_at_build = [], []
+    original = TorchEngine.from_pretrained.__func__
+
+    def from_pretrained(cls, *args, **kwargs):
+        alive_at_build.append([ref() is not None for ref in built])
+        engine = original(cls, *args, **kwargs)
+        built.append(weakref.ref(engine))
+        return engine
+
+    monkeypatch.setattr(TorchEngine, "from_pretrained", classmethod(from_pretrained))
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert module.main(["--batch-sizes", "1,2", "--num-prompts", "2", "--max-new-tokens", "4",
+                            "--modes", "chain:4"]) == 0
+    finally:
+        if enabled:
+            gc.enable()
+    assert "batch 2 (cpu" in capsys.readouterr().out
+    assert alive_at_build == [[], [False]]
