@@ -9,7 +9,8 @@
 #
 #   scripts/gpu_check.sh [--quick] [--serving]
 #     --quick    fewer benchmark sizes and prompts
-#     --serving  also the OpenAI-server Pareto on the GPU (AR, chain:16, tree:32, auto at concurrency 1-16; needs
+#     --serving  also the OpenAI-server Pareto on the GPU (AR, chain:16, tree:32, auto at concurrency 1-16, 3 rounds
+#                after a warm-up round, as every H200 Pareto since 2026-11-26 was run: auto explores there; needs
 #                fastapi, uvicorn and openai: pip install -e ".[serve,test]"), into serving/
 #
 # Environment: GPU_CHECK_OUT (results directory), GPU_CHECK_TEST_TIMEOUT / GPU_CHECK_BENCH_TIMEOUT (seconds the GPU
@@ -86,7 +87,7 @@ if [ "$SERVING" = 1 ]; then
   echo "== OpenAI server on the GPU: AR, chain:16, tree:32, auto at concurrency 1-16 (shipped pair)"
   if "$PY" -c "import fastapi, uvicorn, openai" 2>/dev/null; then
     timeout "$BT" "$PY" scripts/bench_openai_server.py --device cuda --modes ar,chain:16,tree:32,auto \
-      --concurrency 1,2,4,8,16 --rounds 2 --num-prompts 16 --max-tokens 64 --output "$OUT/serving" 2>&1 \
+      --concurrency 1,2,4,8,16 --rounds 3 --warmup-rounds 1 --num-prompts 16 --max-tokens 64 --output "$OUT/serving" 2>&1 \
       | tee "$OUT/bench_serving.txt"
     SERVE=${PIPESTATUS[0]}
   else

@@ -1,0 +1,39 @@
+"""Host time auto's budget takes per window (CPU, batch N, host loop): each AutoBudget method timed (outermost calls)."""
+import json, sys, time, collections
+from pathlib import Path
+import torch
+from dflash_trt import SamplingParams
+from dflash_trt.bench.datasets import encode_prompt
+from dflash_trt.engines.torch_engine import TorchEngine
+from dflash_trt.spec import budget as B
+torch.set_num_threads(1)
+size, n = int(sys.argv[1]), int(sys.argv[2])
+T = "tests/fixtures/gsm8k-tiny/"
+e = TorchEngine.from_pretrained(T + "target", T + "drafter", device="cpu", max_batch_size=size, max_seq_len=512)
+turns = [json.loads(l)["turns"][0] for l in Path("data/prompts/eagle_gsm8k.jsonl").read_text().splitlines()][:n]
+prompts = [encode_prompt(e.tokenizer, t, 512 - 128)[0] for t in turns]
+p = SamplingParams(max_new_tokens=128)
+e.generate(prompts[:size], p, draft="auto")
+acc = collections.Counter(); calls = collections.Counter(); depth = [0]
+for name in ["choose", "choose_ahead", "observe_window", "observe_time", "prepare", "needs_context", "hold", "held", "defers_context", "forget"]:
+    f = getattr(B.AutoBudget, name, None)
+    if f is None: continue
+    def wrap(f, name):
+        def g(self, *a, **k):
+            depth[0] += 1; t = time.perf_counter()
+            try: return f(self, *a, **k)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0: acc[name] += time.perf_counter() - t; calls[name] += 1
+        return g
+    setattr(B.AutoBudget, name, wrap(f, name))
+reads = [0]; orig = e.step_runner.read
+def read(*a, **k): reads[0] += 1; return orig(*a, **k)
+e.step_runner.read = read
+t = time.perf_counter()
+for i in range(0, n, size):
+    e.generate(prompts[i:i + size], p, draft="auto")
+wall = time.perf_counter() - t
+tot = sum(acc.values())
+print(f"batch {size}: {reads[0]} windows, {1e3 * wall / reads[0]:.3f} ms per window; budget {1e6 * tot / reads[0]:.1f} us per window "
+      f"({100 * tot / wall:.2f} % of the time):", {k: (calls[k], round(1e6 * v / reads[0], 1)) for k, v in acc.most_common()})
