@@ -91,7 +91,6 @@ def main(argv=None) -> int:
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
               "settings": vars(args), "results": {}}
-    engine = read = discard = prefill = None
     for size in sizes:
         # The last batch size's engine is freed here, not by a cyclic collection that lands inside this size's timed
         # part (its objects hold reference cycles: tearing its CUDA graphs and memory down there cost one mode's

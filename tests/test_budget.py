@@ -954,7 +954,7 @@ def test_startup_costs_keep_no_slowness_of_a_place_in_the_round(make_pair):
     engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=2, max_seq_len=128)
     runner = engine.step_runner
     true = lambda n, k, length, tree: 1e-3 * n * (k + (8 if tree else 0)) * (1 + length / 1000)  # noqa: E731
-    timed = {"count": 0, "first": None, "round": None}
+    timed = {"count": 0}
     drafts = auto_drafts(16, AUTO_TREES)
     lengths = sorted({runner._timing_length(at, 32) for at in COST_LENGTHS})
     per_round = len(bucket_sizes(2)) * len(drafts) * len(lengths)
