@@ -23,9 +23,9 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, COST_SMOOTHING, EXPLORE_SHARE, GUESS_CLIP, GUESSED_WINDOWS, LENGTH_STEP,
-                                    MAX_ACCEPTANCE, PRICE_WINDOWS, REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS,
-                                    AutoBudget, CostTable, Draft, Fixed, TreeClock, auto_drafts, candidates)
+from dflash_trt.spec.budget import (AUTO_TREES, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
+                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
+                                    TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -124,31 +124,6 @@ def test_cost_refinement_follows_the_machine_for_every_draft_and_a_draft_slowly(
     assert t.cost(1, c8) / t.cost(1, c1) == pytest.approx(4.5, rel=0.05)
     t.observe(2, c1, 100.0)  # one outlier window at an unmeasured batch size
     assert t.cost(2, c1) < 2.0
-
-
-def test_an_interpolated_entry_learns_from_its_first_windows_a_measured_one_slowly():
-    """A batch size the table was not timed at starts from the interpolation, a guess: its first windows average
-    into it (the guess counts as one), so an entry whose true cost is 1.3x the line through its neighbours is priced
-    within 8 % of that after GUESSED_WINDOWS windows, where a measured entry that far off moves under 5 %; one stalled
-    window moves a guessed entry by at most GUESS_CLIP's share (a window's residual is clipped), so it cannot price a
-    draft out of use, where it would never run again to correct it."""
-    c1, c8 = chain(1), chain(8)
-    table = {(1, c1): 1.0, (1, c8): 3.0, (4, c1): 2.0, (4, c8): 9.0}
-    t, m = CostTable(dict(table)), CostTable(dict(table))
-    assert t.cost(2, c8) == pytest.approx(5.0)  # the line from 1 to 4 requests
-    for _ in range(GUESSED_WINDOWS):  # AR as measured; chain:8 at 1.3x its entry, guessed in t, measured in m
-        t.observe(1, c1, 1.0)
-        t.observe(2, c8, 1.3 * 5.0)
-        m.observe(1, c1, 1.0)
-        m.observe(4, c8, 1.3 * 9.0)
-    assert 6.0 < t.cost(2, c8) / t.cost(1, c1) < 6.6  # learnt: most of the way from 5.0 to 6.5
-    assert m.cost(4, c8) / m.cost(1, c1) < 1.05 * 9.0  # measured: slowly (COST_SMOOTHING); the drift took the rest
-    learnt, drift = t.cost(2, c8), t.drift
-    t.observe(2, c8, 1.3 * learnt * drift)  # past GUESSED_WINDOWS it is an entry like any other
-    assert t.cost(2, c8) == pytest.approx(learnt * math.exp(COST_SMOOTHING * 0.9 * math.log(1.3)), rel=1e-6)
-    s = CostTable({(1, c1): 1.0, (4, c1): 2.0})
-    s.observe(3, c1, 100.0)  # a stall in the first window of a guessed entry
-    assert s.cost(3, c1) <= 1.75 * math.exp(0.5 * 0.9 * GUESS_CLIP) * 1.0001
 
 
 def test_a_switch_is_priced_where_it_costs():

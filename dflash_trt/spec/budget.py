@@ -34,10 +34,9 @@ cost(n, d) is seconds per step for a batch of n requests whose longest cache hol
 when the first auto scheduler starts (`SpecStep.measure_costs` on this device and dtype at two cache lengths, every draft
 timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
 window's time first moves a drift factor common to every draft (the machine's speed now), and only the rest moves the
-draft's entry, slowly (an entry interpolated between the measured batch sizes: fast at first; `CostTable.observe`); a
-window right after one of another draft teaches that draft's switch factor instead, and a change of draft is priced
-with it, spread over SWITCH_HORIZON windows; one table per engine, so each run starts from what the runs before it
-measured. Given the same cost table (`refine=False`) and the
+draft's entry, slowly (`CostTable.observe`); a window right after one of another draft teaches that draft's switch
+factor instead, and a change of draft is priced with it, spread over SWITCH_HORIZON windows; one table per engine, so
+each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
@@ -100,8 +99,6 @@ FADE_STEPS = 4  # AR steps a request's counts fade by at once (_fade)
 FADED = 0.05  # a request's counts whose first position has fewer (decayed) trials are cleared: its estimate is global
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
-GUESSED_WINDOWS = 16  # an entry interpolated between measured batch sizes averages this many of its windows first
-GUESS_CLIP = math.log(1.5)  # ... each window's residual (log) within this
 REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (where the host waits for it: on CPU)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) stays below 1
@@ -181,8 +178,6 @@ class CostTable:
                                  "seconds > 0")
         self.lengths: list[int | None] = sorted({key[2] for key in self.seconds}) if arity == {3} else [None]
         self._sizes: dict[Draft, list[int]] = {}  # per draft, the batch sizes measured (cost() runs per window)
-        # entries made by interpolation (a batch size the table was not timed at) -> their windows observed so far
-        self._guessed: dict[tuple[int, Draft], int] = {}
         for n, d in sorted({key[:2] for key in self.seconds}):
             missing = [length for length in self.lengths if self._key(n, d, length) not in self.seconds]
             if missing:
@@ -271,17 +266,7 @@ class CostTable:
         A window that followed one of another draft (`switched`) moves only that draft's switch factor: its cost over
         its entry then. A step's cost depends on the step before it: on this CPU an AR step at batch 4 took 2.53 ms
         right after a chain:8 step, 2.36 after one AR step, 2.14 in a run of them (its weights and activations evicted
-        from the caches by the bigger step), while chain:8 after AR cost what it does in a run.
-
-        An entry the table was never timed at (a batch size between the measured ones: interpolated, or beyond the
-        largest: proportional) is a guess, not a measurement: its first GUESSED_WINDOWS windows move it as a running
-        mean (the guess counting as one window; each window's residual clipped to GUESS_CLIP, so one stalled window
-        cannot price a draft out of use, where it would never run again to correct it), then slowly as any entry.
-        Replayed on acceptance traces with window costs measured on this CPU (where chain:8 at 9-12 requests cost
-        1.14-1.26x its interpolation against AR's) over 3 cost tables x windows of 1 / 4 steps x 10 seeds: auto / the
-        best fixed draft 0.985 -> 0.992, batch 16 0.971 -> 0.988 (2026-11-27). In the engine on this CPU the
-        interpolated entries were off about as much as the timed ones and the A/B runs were level within their noise.
-        Measured entries learnt as fast lost in the replays (0.987-0.990): their windows' residuals are mostly noise."""
+        from the caches by the bigger step), while chain:8 after AR cost what it does in a run."""
         if not self.refine or seconds_per_step <= 0:
             return
         if switched:
@@ -294,16 +279,9 @@ class CostTable:
             for at in self.lengths:
                 self.seconds[self._key(n, k, at)] = self._over_n(n, k, at)
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
-            self._guessed[(n, k)] = 0
         residual = math.log(seconds_per_step / (self.cost(n, k, length) * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
-        rate = COST_SMOOTHING
-        seen = self._guessed.get((n, k), GUESSED_WINDOWS)
-        if seen < GUESSED_WINDOWS:  # an interpolated entry: a running mean of its windows, the guess one of them
-            self._guessed[(n, k)] = seen + 1
-            rate = max(rate, 1 / (seen + 2))
-            residual = min(max(residual, -GUESS_CLIP), GUESS_CLIP)  # one stalled window cannot price it out of use
-        scale = math.exp(rate * (1 - DRIFT_RATE) * residual)
+        scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
         for at in self.lengths:
             self.seconds[self._key(n, k, at)] *= scale
 
