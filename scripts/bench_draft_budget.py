@@ -176,7 +176,9 @@ def main(argv=None) -> int:
                           / max(windows[mode], 1)}
         table = engine.cost_table
         if table is not None:  # what auto learnt online: the machine's drift and its probes' cost over their entries
-            print(f"  auto's cost table after the run: drift {table.drift:.3f}, probe factor {table.probe_factor:.3f}; "
+            overhead = ", ".join(f"n={n} {s * 1e3:.3f} ms" for n, s in sorted(table.overhead.items())) or "none"
+            print(f"  auto's cost table after the run: drift {table.drift:.3f}, probe factor {table.probe_factor:.3f}, "
+                  f"overhead per window {overhead}; "
                   + ", ".join(f"{_entry(key)} {s * 1e3:.4f} ms" for key, s in sorted(table.seconds.items())
                               if key[0] == 1),
                   flush=True)

@@ -126,6 +126,31 @@ def test_cost_refinement_follows_the_machine_for_every_draft_and_a_draft_slowly(
     assert t.cost(2, c1) < 2.0
 
 
+def test_a_windows_overhead_is_learnt_where_drafts_of_different_cost_run():
+    """A window costs its model step at the machine's speed plus work of its own (through a server, each window's
+    events): windows of AR and chain:8 at 4 requests that take 1.16x their entries plus 0.95 ms (as through the server on
+    this CPU) teach that batch size an overhead (up to 0.95 / 1.16 at the table's speed) and a drift of ~1.16, so the
+    drafts are priced at what their windows cost (chain:8 2.6x AR, not the entries' 3.1x); windows of AR alone leave the
+    overhead at 0 and the drift takes them, as before."""
+    c1, c8 = chain(1), chain(8)
+    entries = {(4, c1): 2.43, (4, c8): 7.64, (1, c1): 1.0, (1, c8): 2.0}
+    alone = CostTable(dict(entries))
+    for _ in range(400):
+        alone.observe(4, c1, 1.16 * 2.43 + 0.95)
+    assert alone.overhead.get(4, 0.0) == 0.0 and alone.cost(4, c1) * alone.drift == pytest.approx(1.16 * 2.43 + 0.95)
+    mixed = CostTable(dict(entries))
+    for i in range(400):  # one chain:8 window in 8 (probes)
+        k = c8 if i % 8 == 7 else c1
+        mixed.observe(4, k, 1.16 * entries[(4, k)] + 0.95)
+    # (the entries, refined slowly, take a little of it too: which part goes where may move, the prices do not)
+    assert 0.5 < mixed.overhead[4] < 0.95 / 1.16 * 1.1 and mixed.drift == pytest.approx(1.16, rel=0.05)
+    for k in (c1, c8):  # each window's time as priced
+        assert mixed.cost(4, k) * mixed.drift == pytest.approx(1.16 * entries[(4, k)] + 0.95, rel=0.03)
+    ratio = mixed.cost(4, c8) / mixed.cost(4, c1)
+    assert ratio == pytest.approx((1.16 * 7.64 + 0.95) / (1.16 * 2.43 + 0.95), rel=0.03)
+    assert 1 not in mixed.overhead  # per batch size
+
+
 def test_a_switch_is_priced_where_it_costs():
     """A window right after one of another draft teaches that draft's switch factor (its time over its entry then),
     not the drift nor its entry; the choice prices a change of draft with it, so where switching is dear (an AR step

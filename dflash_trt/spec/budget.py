@@ -35,8 +35,11 @@ when the first auto scheduler starts (`SpecStep.measure_costs` on this device an
 timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
 window's time first moves a drift factor common to every draft (the machine's speed now), and only the rest moves the
 draft's entry, slowly (`CostTable.observe`); a window right after one of another draft teaches that draft's switch
-factor instead, and a change of draft is priced with it, spread over SWITCH_HORIZON windows; one table per engine, so
-each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
+factor instead, and a change of draft is priced with it, spread over SWITCH_HORIZON windows; and where windows of
+drafts of different cost run at one batch size, a line through their times against their entries gives that batch
+size a per-window overhead every draft's price carries (`CostTable.overhead`: through a server on a 2-core CPU a
+window costs its step plus ~1 ms of the server's work, which one ratio priced as if it scaled with the step); one table
+per engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
 same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
@@ -99,6 +102,10 @@ FADE_STEPS = 4  # AR steps a request's counts fade by at once (_fade)
 FADED = 0.05  # a request's counts whose first position has fewer (decayed) trials are cleared: its estimate is global
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
+OVERHEAD_RATE = 0.02  # per window, the fade of the window times the per-window overhead is fitted to (CostTable.observe)
+OVERHEAD_PRIOR = 1.0  # pseudo-windows of a zero overhead in that fit
+MAX_OVERHEAD = 2.0  # the overhead stays within this many times the batch size's cheapest entry
+OVERHEAD_SPREAD = 0.05  # the fit needs its windows' entries to vary: variance over squared mean at least this
 REFRESH_STEPS = 16  # observed steps kept before prepare() takes them in (where the host waits for it: on CPU)
 TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree's (and its paired chain's) estimate
 MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) stays below 1
@@ -165,6 +172,9 @@ class CostTable:
     probe_factor: float = 1.0  # what probes' windows cost over their entries (geometric mean): see AutoBudget.choose
     # per draft: what its windows cost over their entries right after a window of another draft (see observe)
     switch: dict[Draft, float] = field(default_factory=dict)
+    # per batch size: seconds per step every window costs beyond its entry, at the table's speed (see observe)
+    overhead: dict[int, float] = field(default_factory=dict)
+    _fits: dict = field(default_factory=dict, repr=False)  # n -> decayed [windows, Σx, Σy, Σx², Σxy] (observe)
 
     def __post_init__(self):
         arity = {len(key) if isinstance(key, tuple) else 0 for key in self.seconds}
@@ -218,7 +228,12 @@ class CostTable:
 
     def costs(self, n: int, drafts: Sequence[Draft], length: int | None = None) -> list[float]:
         """cost(n, d, length) for every d, the length's segment found once (choose() prices every draft per
-        window)."""
+        window): each entry plus the batch size's per-window overhead (observe)."""
+        extra = self.overhead.get(n, 0.0)
+        return [c + extra for c in self._entries(n, drafts, length)] if extra else self._entries(n, drafts, length)
+
+    def _entries(self, n: int, drafts: Sequence[Draft], length: int | None = None) -> list[float]:
+        """The table's entries for n requests at `length` (interpolated), without the overhead."""
         lengths, seconds = self.lengths, self.seconds
         if length is None or len(lengths) == 1:
             return [self._over_n(n, d, lengths[0]) for d in drafts]
@@ -279,11 +294,42 @@ class CostTable:
             for at in self.lengths:
                 self.seconds[self._key(n, k, at)] = self._over_n(n, k, at)
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
+        entry = self._entries(n, (k,), length)[0]
+        self._fit_overhead(n, entry, seconds_per_step / self.drift)
         residual = math.log(seconds_per_step / (self.cost(n, k, length) * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
         scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
         for at in self.lengths:
             self.seconds[self._key(n, k, at)] *= scale
+
+    def _fit_overhead(self, n: int, entry: float, seconds: float) -> None:
+        """A window of n requests whose draft's entry is `entry` took `seconds` per step (at the table's speed: over
+        the drift): the batch size's overhead is the intercept of a line through such windows (least squares, the
+        last ~1 / OVERHEAD_RATE windows; OVERHEAD_PRIOR pseudo-windows of a zero intercept), over its slope (what the
+        drift takes), at least 0. A window's cost is not only its model step times the machine's speed: through the
+        server on this CPU at 4 requests an AR window took 3.76 ms against its 2.43 entry (1.55x) and a chain:8 window
+        9.86 against 7.64 (1.29x), 1.16x each plus 0.95 ms (the server's work on each window's events, sharing the
+        cores); one ratio (the drift alone) priced chain:8 at 1.55x its entry, and auto held AR at 0.98x AR where
+        chain:8 gave 1.20x (2026-11-27). Windows whose entries hardly differ (a single draft) leave it where it was:
+        the drift takes them. Measured through the OpenAI server on this CPU (alternating with the code before it, 6
+        pairs, 2026-11-27): auto / AR at concurrency 4 / 8 / 16 1.033 / 0.953 / 0.962 -> 1.170 / 0.958 / 1.007 (at 4 it
+        now drafts, τ 3.0 against 1.6); in-process at batch 1 / 8 (3 pairs) auto / the best fixed draft 0.988 / 1.063
+        -> 0.982 / 1.116. Replays on acceptance traces, whose windows carry no such overhead, lose 0.5 % (the fit
+        finds intercepts in their tables' noise)."""
+        fit = self._fits.setdefault(n, [0.0] * 5)
+        keep = 1 - OVERHEAD_RATE
+        for i, v in enumerate((1.0, entry, seconds, entry * entry, entry * seconds)):
+            fit[i] = keep * fit[i] + v
+        w, sx, sy, sxx, sxy = fit
+        if sxx * w - sx * sx < OVERHEAD_SPREAD * sx * sx:  # entries too alike (one draft, its lengths): no line
+            return
+        # [sxx sx; sx w + prior] [slope; intercept] = [sxy; sy]
+        det = sxx * (w + OVERHEAD_PRIOR) - sx * sx
+        slope = (sxy * (w + OVERHEAD_PRIOR) - sx * sy) / det
+        intercept = (sxx * sy - sx * sxy) / det
+        if slope > 0:
+            self.overhead[n] = min(max(intercept / slope, 0.0), MAX_OVERHEAD * min(self._entries(n, (d,))[0]
+                                                                                 for d in self._sizes))
 
     def observe_probe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None) -> None:
         """A probe's window (the first drafting window after an AR stretch): its cost against its entry moves
