@@ -328,8 +328,9 @@ class CostTable:
         slope = (sxy * (w + OVERHEAD_PRIOR) - sx * sy) / det
         intercept = (sxx * sy - sx * sxy) / det
         if slope > 0:
-            self.overhead[n] = min(max(intercept / slope, 0.0), MAX_OVERHEAD * min(self._entries(n, (d,))[0]
-                                                                                 for d in self._sizes))
+            extra = intercept / slope
+            self.overhead[n] = (0.0 if extra <= 0  # (the cap's entries looked up only where there is one to cap)
+                                else min(extra, MAX_OVERHEAD * min(self._entries(n, list(self._sizes)))))
 
     def observe_probe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None) -> None:
         """A probe's window (the first drafting window after an AR stretch): its cost against its entry moves
