@@ -39,8 +39,8 @@ factor instead, and a change of draft is priced with it, spread over SWITCH_HORI
 drafts of different cost run at one batch size, a line through their times against their entries gives that batch
 size a per-window overhead every draft's price carries (`CostTable.overhead`: through a server on a 2-core CPU a
 window costs its step plus ~1 ms of the server's work, which one ratio priced as if it scaled with the step); one table
-per engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and the
-same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
+per engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and
+the same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
 extra device sync. The estimates are numpy arrays over every request at once; a scheduler hands a window's observations
 over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS steps) while the device runs the next
 window, so on a GPU the choice only looks rows up (its estimates then lag a window, or a few one-step windows).
@@ -174,7 +174,8 @@ class CostTable:
     switch: dict[Draft, float] = field(default_factory=dict)
     # per batch size: seconds per step every window costs beyond its entry, at the table's speed (see observe)
     overhead: dict[int, float] = field(default_factory=dict)
-    _fits: dict = field(default_factory=dict, repr=False)  # n -> decayed [windows, Σx, Σy, Σx², Σxy] (observe)
+    # n -> decayed [windows, Σx, Σy, Σx², Σxy] of the overhead's fit (observe)
+    _fits: dict = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
         arity = {len(key) if isinstance(key, tuple) else 0 for key in self.seconds}
