@@ -297,7 +297,8 @@ class CostTable:
             self._sizes[k] = sorted(self._sizes.get(k, []) + [n])
         entry = self._entries(n, (k,), length)[0]
         self._fit_overhead(n, entry, seconds_per_step / self.drift)
-        residual = math.log(seconds_per_step / (self.cost(n, k, length) * self.drift))
+        priced = entry + self.overhead.get(n, 0.0)  # cost(n, k, length) with the overhead just fitted
+        residual = math.log(seconds_per_step / (priced * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
         scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
         for at in self.lengths:
