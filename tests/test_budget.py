@@ -249,6 +249,24 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
     assert Fixed(chain(1)).needs_context(1)
 
 
+@pytest.mark.parametrize("steps", [1, 4])
+def test_held_ar_windows_feed_the_drafter_only_near_a_probe_that_waits_for_its_share(steps):
+    """A probe whose regret explore_share covers only long after the backoff's interval (a dear probe): the held
+    batch's AR windows feed the drafter within TAP_LEAD steps of the probe that comes, not from the interval on (where
+    every window had fed, through the server at 8 requests: 85 % of them)."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=4,
+                        explore_share=0.02)
+    budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR
+    runs = []
+    for _ in range(300):
+        d = budget.choose(["a"])
+        runs.append((d.size, budget.needs_context(steps)))
+    probe = next(i for i, (size, _) in enumerate(runs) if size > 1)
+    assert probe > 4 + TAP_LEAD  # (it waited for its share: the interval alone would probe at window 4)
+    assert [f for _, f in runs[:probe]] == [(probe - i) * steps <= TAP_LEAD for i in range(probe)]
+    assert runs[probe][1] and runs[probe + 1] == (1, False)
+
+
 def test_held_ar_windows_feed_the_drafter_where_one_request_fewer_would_draft():
     """A batch of 4 held at AR, no probe or tree measurement in reach: its AR windows feed the drafter where 3 requests
     would draft (a request's end would start drafting, and a drafter fed nothing since sees no context), and are

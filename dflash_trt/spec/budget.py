@@ -474,8 +474,8 @@ class AutoBudget:
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
     _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
-    _held_cost: float | None = field(init=False, default=None)  # an AR choice held on merit: its priced seconds (hold)
-    _probe_regret: float = field(init=False, default=0.0)  # ... and its probe's regret then
+    # an AR choice held on merit: its priced seconds and its probe's regret then (hold, _near_probe); None otherwise
+    _probe_wait: tuple | None = field(init=False, default=None)
     # an AR choice (on merit): the least regret of a tree size's measurement window, and the seconds each window adds
     # to the tree clock (as priced then); None if every tree size is measured (_tree_near)
     _tree_wait: tuple | None = field(init=False, default=None)
@@ -592,7 +592,7 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             return self._take_ahead(ahead)
-        self._held_cost, self._tree_wait, self._drafts_fewer = None, None, False
+        self._probe_wait, self._tree_wait, self._drafts_fewer = None, None, False
         self._last = self._choose(requests, left, length)
         return self._last
 
@@ -610,8 +610,9 @@ class AutoBudget:
         Why: a held AR window's budget calls took 55-90 us of host time before its model step on this CPU at 4-8
         requests (cold after the step: ~20 us warm), against 16-21 us for an AR engine's whole scheduling, ~2 % of a
         3.3-4.4 ms window (2026-11-26)."""
-        if self._held_cost is None or self._pricing is None:
+        if self._probe_wait is None or self._pricing is None:
             return 0
+        held_cost, probe_regret = self._probe_wait
         limit = min(self._pricing[1], LENGTH_STEP // steps)
         if left is not None:  # not every request's last token (choose() counts no window then)
             limit = min(limit, (max(left) - 2) // steps)
@@ -619,14 +620,15 @@ class AutoBudget:
         clock, since_s, at_one, held_s, windows = c.windows, c.since_s, self._at_one, self._held_s, 0
         while windows < limit:  # each further window as choose() and needs_context() would count and see it
             clock += 1
-            since_s += self._held_cost
+            since_s += held_cost
             at_one += 1
-            held_s += self._held_cost
-            if (not self._probe_waits(at_one, held_s, self._probe_regret)
+            held_s += held_cost
+            if (not self._probe_waits(at_one, held_s, probe_regret)
                     or (self._tree_wait is not None  # a tree measurement's window
                         and self._tree_measures(clock, since_s, self._tree_wait[0]))
                     # the first that would feed the drafter
-                    or (not feeds and (self._near_probe(at_one, steps) or self._tree_near(clock, since_s, steps)))):
+                    or (not feeds and (self._near_probe(at_one, held_s, steps)
+                                       or self._tree_near(clock, since_s, steps)))):
                 break
             windows += 1
         return windows
@@ -636,14 +638,14 @@ class AutoBudget:
         clock, the AR stretch's windows and predicted time, the pricing's use."""
         if windows <= 0:
             return
-        if self._held_cost is None:
+        if self._probe_wait is None:
             raise ValueError("held() follows hold() of an AR choice held on merit")
         clock = self.tree_clock
         clock.windows += windows
         self._at_one += windows
         for _ in range(windows):  # (summed as choose() sums them)
-            clock.since_s += self._held_cost
-            self._held_s += self._held_cost
+            clock.since_s += self._probe_wait[0]
+            self._held_s += self._probe_wait[0]
         if self._pricing is not None:
             self._pricing = (self._pricing[0], max(self._pricing[1] - windows, 0), self._pricing[2])
 
@@ -656,9 +658,8 @@ class AutoBudget:
         return self._take_ahead(ahead)
 
     def _take_ahead(self, ahead: tuple) -> Draft:
-        self._held_cost = None  # (hold: the host loop's, which chooses nothing ahead)
         self._set_decision(ahead[3])
-        self._pricing, (self._tree_wait, self._drafts_fewer) = ahead[4], ahead[5]
+        self._pricing, (self._tree_wait, self._probe_wait, self._drafts_fewer) = ahead[4], ahead[5]
         return ahead[1]
 
     def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
@@ -703,7 +704,7 @@ class AutoBudget:
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
         probe_regret = regret(probe, self.cost.probe_factor)
         if self._probe_waits(self._at_one, self._held_s, probe_regret):
-            self._held_cost, self._probe_regret = now[best], probe_regret  # (hold)
+            self._probe_wait = (now[best], probe_regret)  # (hold, needs_context)
             self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
             n = len(requests)
             self._drafts_fewer = n > 1 and not self.defers_context(n - 1, length)  # (needs_context)
@@ -778,7 +779,7 @@ class AutoBudget:
         before, pricing = self._decision(), self._pricing
         draft = self.choose(requests, left, length)
         self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing,
-                       (self._tree_wait, self._drafts_fewer))
+                       (self._tree_wait, self._probe_wait, self._drafts_fewer))
         self._set_decision(before)
         self._pricing = pricing
         return draft
@@ -894,7 +895,7 @@ class AutoBudget:
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
         c = self.tree_clock
-        return (self._drafts_fewer or self._near_probe(self._at_one, steps)
+        return (self._drafts_fewer or self._near_probe(self._at_one, self._held_s, steps)
                 or self._tree_near(c.windows, c.since_s, steps))
 
     def _tree_measures(self, windows: int, since_s: float, regret: float) -> bool:
@@ -916,9 +917,19 @@ class AutoBudget:
         j = reach - (windows + reach) % self.tree_probe_every  # the last measurement window within reach
         return j >= 1 and self._tree_measures(windows + j, since_s + j * seconds, regret)
 
-    def _near_probe(self, at_one: int, steps: int) -> bool:
-        """Whether a batch held at AR for `at_one` windows (of `steps` steps) is within TAP_LEAD steps of its probe."""
-        return (self._probe_interval - at_one) * steps <= TAP_LEAD
+    def _near_probe(self, at_one: int, held_s: float, steps: int) -> bool:
+        """Whether a batch held at AR for `at_one` windows (`held_s`: their predicted seconds; windows of `steps` steps)
+        is within TAP_LEAD steps of its probe: of the window where both of _probe_waits' conditions are met, the
+        backoff's interval and explore_share of the time held covering the probe's regret, each further window
+        priced at the held choice's cost. With the interval alone, a probe that waited for the share (a dear probe in
+        a big batch: at 8 requests through the server on this CPU, a chain:8 probe lost ~5 AR windows, so it waited
+        ~250) kept every window from the interval on feeding the drafter: 85 % of a batch of 8's AR windows fed, 2 %
+        dearer each, for one probe's context (2026-11-27)."""
+        windows = self._probe_interval - at_one
+        if self._probe_wait is not None:
+            seconds, regret = self._probe_wait
+            windows = max(windows, math.ceil((regret / self.explore_share - held_s) / seconds))
+        return windows * steps <= TAP_LEAD
 
     def _probe_waits(self, at_one: int, held_s: float, regret: float) -> bool:
         """Whether a batch held at AR for `at_one` windows in a row (`held_s`: their predicted seconds) waits for its
