@@ -77,8 +77,9 @@ drafter). Requests that join a batch auto would hold at AR at the drafter's curv
 prompt out of the drafter but for its last rows, pending likewise. So a batch held at AR costs about a plain AR
 engine's steps and prefills; at the price of a drafter that, if drafting resumes, sees a window of recent context
 instead of all of it (on the fixture pair: τ within 1 % with the last 64 positions; 4 % lower with 32). A batch held
-at AR more than TAP_LEAD steps from its next probe does not tap at all (`needs_context`): its windows are plain AR
-steps, and the drafter's context restarts where AR windows feed it again.
+at AR more than TAP_LEAD steps from its next probe (the window where both the backoff's interval and explore_share allow
+it) does not tap at all (`needs_context`): its windows are plain AR steps, and the drafter's context restarts where AR
+windows feed it again.
 
 The output never depends on the draft (every draft is lossless: spec output = AR output), only the speed does.
 """
