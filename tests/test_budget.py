@@ -232,39 +232,25 @@ def test_ar_steps_fade_a_requests_estimate_back_to_the_drafters():
     assert budget._faded == faded
 
 
-def test_held_ar_windows_feed_the_drafter_only_near_a_probe():
+@pytest.mark.parametrize("probe_every, explore_share", [(100, 1.0), (4, 0.02)])
+def test_held_ar_windows_feed_the_drafter_only_near_a_probe(probe_every, explore_share):
     """needs_context: a drafting window or a probe feeds the drafter; an AR window of a held batch does only within
-    TAP_LEAD steps of its next probe (windows of `steps` steps) and while a tree size is unmeasured; Fixed always."""
-    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=100,
-                        explore_share=1.0)
+    TAP_LEAD steps of the probe that comes (windows of 1 or 4 steps): at the backoff's interval (explore_share 1), or
+    once explore_share of the time held covers the probe's regret, long after the interval (a dear probe: fed from the
+    interval on, 85 % of the AR windows at 8 requests through the server had fed it); Fixed always."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=probe_every,
+                        explore_share=explore_share)
     budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR
     fed = []
-    for _ in range(101):
-        d = budget.choose(["a"])
-        fed.append((d.size, budget.needs_context(1), budget.needs_context(4)))
-    # windows 1..99 at K = 1 (the probe after probe_every = 100), then the probe, then AR again (interval 200)
-    assert [f[0] for f in fed] == [1] * 99 + [16, 1]
-    assert fed[:99] == [(1, 100 - i <= TAP_LEAD, (100 - i) * 4 <= TAP_LEAD) for i in range(1, 100)]
-    assert fed[99] == (16, True, True) and fed[100] == (1, False, False)
-    assert Fixed(chain(1)).needs_context(1)
-
-
-@pytest.mark.parametrize("steps", [1, 4])
-def test_held_ar_windows_feed_the_drafter_only_near_a_probe_that_waits_for_its_share(steps):
-    """A probe whose regret explore_share covers only long after the backoff's interval (a dear probe): the held
-    batch's AR windows feed the drafter within TAP_LEAD steps of the probe that comes, not from the interval on (where
-    every window had fed, through the server at 8 requests: 85 % of them)."""
-    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=4,
-                        explore_share=0.02)
-    budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR
-    runs = []
     for _ in range(300):
         d = budget.choose(["a"])
-        runs.append((d.size, budget.needs_context(steps)))
-    probe = next(i for i, (size, _) in enumerate(runs) if size > 1)
-    assert probe > 4 + TAP_LEAD  # (it waited for its share: the interval alone would probe at window 4)
-    assert [f for _, f in runs[:probe]] == [(probe - i) * steps <= TAP_LEAD for i in range(probe)]
-    assert runs[probe][1] and runs[probe + 1] == (1, False)
+        fed.append((d.size, budget.needs_context(1), budget.needs_context(4)))
+    probe = next(i for i, (size, _, _) in enumerate(fed) if size > 1)
+    # windows at K = 1 until the probe (the 100th window, after probe_every; else waiting for its share), then AR
+    assert probe == 99 if explore_share == 1.0 else probe > probe_every + TAP_LEAD
+    assert fed[:probe] == [(1, probe - i <= TAP_LEAD, (probe - i) * 4 <= TAP_LEAD) for i in range(probe)]
+    assert fed[probe][1:] == (True, True) and fed[probe + 1] == (1, False, False)
+    assert Fixed(chain(1)).needs_context(1)
 
 
 def test_held_ar_windows_feed_the_drafter_where_one_request_fewer_would_draft():

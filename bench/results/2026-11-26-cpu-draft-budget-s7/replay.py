@@ -1,9 +1,10 @@
 """In-process server-like replay: one long-lived scheduler per mode (own engine), continuous arrivals at concurrency c,
-rounds interleaved between modes. Prints auto/AR total tok/s per level. `replay.py LEVELS ROUNDS [profile] [cap]`; with
+rounds interleaved between modes. Prints auto/AR total tok/s per level. `replay.py LEVELS ROUNDS [profile] [cap] [noexp]`; with
 `profile`: also each mode's prefill / decode seconds, auto's choices by batch size and the time its budget's calls took
 (the c = 4 lead in NOTES.md: `replay.py 4 4 profile`); with `cap`: a third mode, auto whose every drafting choice at 4+
 requests is turned into AR (a wrapper around its budget: what its choices there are worth; the eighth session's
-NOTES.md)."""
+NOTES.md); with `noexp`: a mode of auto whose explore_share is 1e-6 (no probe, no tree measurement, no feed before one:
+what exploration costs; the fourteenth session's NOTES.md)."""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
@@ -13,7 +14,7 @@ torch.set_num_threads(1)
 fx='tests/fixtures/gsm8k-tiny/'
 levels=[int(x) for x in sys.argv[1].split(',')]; rounds=int(sys.argv[2]); profile='profile' in sys.argv[3:]
 turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:16]
-modes=['ar','auto']+(['cap'] if 'cap' in sys.argv[3:] else [])
+modes=['ar','auto']+[m for m in ('cap','noexp') if m in sys.argv[3:]]
 eng={m: TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512) for m in modes}
 prompts=[encode_prompt(eng['ar'].tokenizer,t,512-64)[0] for t in turns]
 p=SamplingParams(max_new_tokens=64)
@@ -27,6 +28,8 @@ class Cap:  # auto, its drafting choices at 4+ requests turned into AR
             self.capped+=1; self.budget._last, self.budget._probing = B.Draft('chain',1), None
             return B.Draft('chain',1)
         return d
+if 'noexp' in modes:
+    sch['noexp']=eng['noexp'].new_scheduler(draft='auto'); sch['noexp'].budget.explore_share=1e-6
 if 'cap' in modes:
     sch['cap']=eng['cap'].new_scheduler(draft='auto'); sch['cap'].budget=Cap(sch['cap'].budget)
 chosen=collections.Counter(); acc=collections.Counter(); calls=collections.Counter()
@@ -63,6 +66,8 @@ for r in range(rounds):
         for m in (modes if r%2==0 else modes[::-1]):
             k,t=run_round(m,c); res[(m,c)][0]+=k; res[(m,c)][1]+=t
 print(' '.join(f"c{c} {res[('auto',c)][0]/res[('auto',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), ' AR tok/s', ' '.join(f"{res[('ar',c)][0]/res[('ar',c)][1]:.0f}" for c in levels))
+if 'noexp' in modes:
+    print('noexp / AR', ' '.join(f"c{c} {res[('noexp',c)][0]/res[('noexp',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels))
 if 'cap' in modes:
     print('cap / AR', ' '.join(f"c{c} {res[('cap',c)][0]/res[('cap',c)][1]/(res[('ar',c)][0]/res[('ar',c)][1]):.3f}" for c in levels), 'choices turned', sch['cap'].budget.capped)
 if profile:
