@@ -249,7 +249,7 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe(probe_every, explore
     # windows at K = 1 until the probe (the 100th window, after probe_every; else waiting for its share), then AR
     assert probe == 99 if explore_share == 1.0 else probe > probe_every + TAP_LEAD
     assert fed[:probe] == [(1, probe - i <= TAP_LEAD, (probe - i) * 4 <= TAP_LEAD) for i in range(probe)]
-    assert fed[probe][1:] == (True, True) and fed[probe + 1] == (1, False, False)
+    assert fed[probe] == (16, True, True) and fed[probe + 1] == (1, False, False)
     assert Fixed(chain(1)).needs_context(1)
 
 

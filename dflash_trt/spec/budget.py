@@ -920,17 +920,17 @@ class AutoBudget:
 
     def _near_probe(self, at_one: int, held_s: float, steps: int) -> bool:
         """Whether a batch held at AR for `at_one` windows (`held_s`: their predicted seconds; windows of `steps` steps)
-        is within TAP_LEAD steps of its probe: of the window where both of _probe_waits' conditions are met, the
-        backoff's interval and explore_share of the time held covering the probe's regret, each further window
-        priced at the held choice's cost. With the interval alone, a probe that waited for the share (a dear probe in
+        is within TAP_LEAD steps of its probe: of the window where _probe_waits lets it come (the backoff's interval
+        reached and explore_share of the time held covering the probe's regret), each further window priced at the
+        held choice's cost. With the interval alone, a probe that waited for the share (a dear probe in
         a big batch: at 8 requests through the server on this CPU, a chain:8 probe lost ~5 AR windows, so it waited
         ~250) kept every window from the interval on feeding the drafter: 85 % of a batch of 8's AR windows fed, 2 %
         dearer each, for one probe's context (2026-11-27)."""
-        windows = self._probe_interval - at_one
-        if self._probe_wait is not None:
-            seconds, regret = self._probe_wait
-            windows = max(windows, math.ceil((regret / self.explore_share - held_s) / seconds))
-        return windows * steps <= TAP_LEAD
+        reach = TAP_LEAD // steps  # (both conditions only come nearer with each window: the last within reach decides)
+        if self._probe_wait is None:
+            return at_one + reach >= self._probe_interval
+        seconds, regret = self._probe_wait
+        return not self._probe_waits(at_one + reach, held_s + reach * seconds, regret)
 
     def _probe_waits(self, at_one: int, held_s: float, regret: float) -> bool:
         """Whether a batch held at AR for `at_one` windows in a row (`held_s`: their predicted seconds) waits for its
