@@ -1,11 +1,3 @@
 #!/bin/bash
-# absrv4.sh OUT N A_DIR B_DIR: N alternating pairs of the server bench at c = 1, 2 (ar, auto)
-out=$1; n=$2; A=$3; B=$4; mkdir -p $out
-for i in $(seq 1 $n); do
-  for v in A B; do
-    if [ $v = A ]; then d=$A; else d=$B; fi
-    (cd $d && PYTHONPATH=$d python scripts/bench_openai_server.py --modes ar,auto --concurrency 1,2 --num-prompts 16 \
-      --max-tokens 64 --torch-threads 1 --rounds 3 --warmup-rounds 1 --output $out/$v$i > $out/$v$i.log 2>&1)
-    echo "$v$i $(grep -E '^\| (1|2) \| auto' $out/$v$i.log | awk -F'|' '{print $2 $3 $5 $8}' | paste -sd' ')"
-  done
-done
+# absrv12.sh OUT N A_DIR B_DIR: N alternating pairs of the server bench at c = 1, 2 (ar, auto)
+exec env LEVELS=1,2 bash "$(dirname "$0")/../2026-11-27-cpu-draft-budget-s11/absrv4.sh" "$@"
