@@ -471,6 +471,30 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
         AutoBudget(16, CostTable(flat_costs(trees=()), refine=False), explore_share=0.0)
 
 
+def test_probes_and_tree_measurements_spend_one_exploration_credit():
+    """explore_share bounds exploration as a whole: a tree measurement in an AR stretch spends the credit a probe waits
+    for, and a probe the tree clock's, so no exploration window comes before explore_share of the AR time since the
+    last one (of either kind) covers its regret. With a credit each, a probe came the window after a measurement:
+    twice the share at 8 requests on this CPU, where AR was best (in-process, 2026-11-27)."""
+    costs = flat_costs(k1=1.0, drafting=3.0, sizes=(1,), trees=(32,))
+    share = 0.1
+    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=1,
+                        explore_share=share)
+    budget.observe("a", chain(16), [1] * 20)  # AR is best; the tree stays unmeasured (nothing more is observed)
+    regret = 3.0 - budget._expected_tokens(["a"])[chain(16)]  # a probe's and the tree's alike (AR: 1 token a second)
+    assert regret > 1.5
+    picks = [budget.choose(["a"]) for _ in range(300)]
+    explored = [i for i, d in enumerate(picks) if d.size > 1]
+    assert len(explored) >= 5 and all(picks[i].tree for i in explored)  # the unmeasured tree comes first each time
+    assert min(np.diff(explored)) >= math.ceil(regret / share)  # windows (each priced as AR's 1 s) from one to the next
+    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=10 ** 6,
+                        explore_share=share)  # (the tree clock's measurement window far off)
+    budget.observe("a", chain(16), [1] * 20)
+    for _ in range(100):  # a probe spends the tree clock's credit too
+        if budget.choose(["a"]) == chain(16):
+            break
+    assert budget._probing == chain(16) and budget.tree_clock.since_s == 0.0
+
 def test_auto_defers_the_prompts_context_only_where_it_would_hold_the_batch_at_ar():
     """defers_context(n): exactly where AR is the best choice for n requests at the drafter's curve (the prior before
     it is measured); and before it is measured, a batch that would draft runs the largest chain (every position is

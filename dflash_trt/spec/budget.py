@@ -68,7 +68,10 @@ the tokens it is expected to emit (a probe's cost: its table entry times what pr
 far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the context rows the
 stretch left pending, and runs a cold drafter). Where drafting is cheap a probe costs little and comes at the backoff's
 pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
-three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR.
+three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one
+credit: either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the
+requests' estimates as a probe does). With a credit each, a probe came the window after a tree measurement, and at 8
+requests on this CPU exploration took ~3-4 % of the time, against the 2 % it is allowed (2026-11-27).
 
 What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
 the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
@@ -112,7 +115,7 @@ TREE_PRIOR_WEIGHT = 8.0  # pseudo-observations of the chain's estimate in a tree
 MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) stays below 1
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
-EXPLORE_SHARE = 0.02  # exploration (probes, tree measurements) may lose at most this share of the time it waited
+EXPLORE_SHARE = 0.02  # exploration (probes and tree measurements together) may lose at most this share of the time
 SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
@@ -450,8 +453,8 @@ def auto_drafts(block_size: int, trees: Sequence[int] = ()) -> list[Draft]:
 @dataclass
 class TreeClock:
     """When auto last measured a tree size: windows chosen since the clock started (a measurement window every
-    tree_probe_every) and the predicted seconds of the windows since the last measurement. One per engine, shared by
-    its schedulers' budgets."""
+    tree_probe_every) and the predicted seconds of the windows since the last measurement or probe. One per engine,
+    shared by its schedulers' budgets."""
 
     windows: int = 0
     since_s: float = 0.0
@@ -474,7 +477,8 @@ class AutoBudget:
     _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
-    _held_s: float = field(init=False, default=0.0)  # predicted seconds of the windows at K = 1 since the last probe
+    # predicted seconds of the windows at K = 1 since the last probe or tree measurement
+    _held_s: float = field(init=False, default=0.0)
     # an AR choice held on merit: its priced seconds and its probe's regret then (hold, _near_probe); None otherwise
     _probe_wait: tuple | None = field(init=False, default=None)
     # an AR choice (on merit): the least regret of a tree size's measurement window, and the seconds each window adds
@@ -688,7 +692,7 @@ class AutoBudget:
                 tree = Draft("tree", size)
                 measuring[size] = regret(tree, self.cost.probe_factor if held else None)
                 if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
-                    clock.since_s = 0.0
+                    clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
                     if held:
                         self._probing = tree  # its window teaches probe_factor, as a probe's does
                     return tree
@@ -713,6 +717,7 @@ class AutoBudget:
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
         self._at_one, self._held_s = 0, 0.0
+        clock.since_s = 0.0  # (one exploration credit: a tree measurement's is spent too)
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
         self._probing = probe
         return probe
