@@ -48,6 +48,7 @@ DEFERRED_CONTEXT = 112  # context rows a slot may hold beyond a block: AR steps 
 #                         window (launch with spec False: a held batch far from its probe) appends none (_retap)
 MIN_LENGTH_BUCKET = 64
 COST_LENGTHS = (128, 512)  # cache lengths the draft budget's cost table is timed at (SpecStep.measure_costs)
+SETTLED = 0.1  # a cost entry's two fastest timings within this of each other: settled (SpecStep.measure_costs)
 
 
 def deferring_step(k: int, spec: bool, tree: bool) -> bool:
@@ -812,35 +813,44 @@ class SpecStep:
 
     def measure_costs(self, drafts: list[Draft], lengths: tuple[int, ...] = COST_LENGTHS, repeats: int = 3,
                       warm: int = 3, warm_s: float = 0.02) -> dict[tuple[int, Draft, int], float]:
-        """(n, draft, cache length) -> median seconds per step for n in the batch buckets, every draft (chain:1: an AR
-        step of the drafting engine, the drafter deferred) and each of `lengths` (capped so the longest draft's window
-        fits max_seq_len; attention reads the whole cache, for more query rows the larger the draft, so the drafts'
-        ratios move with the context: spec.budget.CostTable interpolates between the lengths). Round robin: every round
-        times each entry once, so a machine whose speed drifts (a shared VM, clocks) shifts every entry alike instead
-        of the ones timed last — the choice depends only on their ratios. Each timed step follows untimed ones of the
-        same shape (at least `warm`, for at least `warm_s` seconds), as in a run, where windows of one shape follow each
-        other: after a big step (a tree at batch 16), an AR step at batch 8 took 4.8 / 4.6 / 3.9 / 3.1 / 3.0 ms with
-        0 / 1 / 2 / 4 / 8 steps of its own before it (CPU, fixture pair), while the drafting steps, more work each,
-        hardly change — timed cold, AR came out 30-40 % dearer against them than in a run, and auto took probes for
-        cheaper than they were; after 3 steps still 15-30 % (batch 8 at 128 positions: 2.8-2.9 ms, after 8 steps
-        2.2-2.5, a run of them 2.3). Each round starts a third (1 / repeats) further down the shapes: timed at the same
-        place of every round (the first ones right after the biggest), a shape took any slowness of that place into
-        every timing of it, and the median kept it. On this CPU 2 of ~10 bench runs of 2026-11-27 started from a table
-        whose batch-1 entries at 128 positions, timed first in every round, were 30-50 % high (not reproduced in 18
-        tables timed since; a slowness shorter than a third of a round now reaches one timing of a shape at most).
-        All slots must be free."""
+        """(n, draft, cache length) -> seconds per step (the fastest of its timings) for n in the batch buckets, every
+        draft (chain:1: an AR step of the drafting engine, the drafter deferred) and each of `lengths` (capped so the
+        longest draft's window fits max_seq_len; attention reads the whole cache, for more query rows the larger the
+        draft, so the drafts' ratios move with the context: spec.budget.CostTable interpolates between the lengths).
+        Round robin: every round times each entry once, so a machine whose speed drifts (a shared VM, clocks) shifts
+        every entry alike instead of the ones timed last — the choice depends only on their ratios. Each timed step
+        follows untimed ones of the same shape (at least `warm`, for at least `warm_s` seconds), as in a run, where
+        windows of one shape follow each other: after a big step (a tree at batch 16), an AR step at batch 8 took 4.8 /
+        4.6 / 3.9 / 3.1 / 3.0 ms with 0 / 1 / 2 / 4 / 8 steps of its own before it (CPU, fixture pair), while the
+        drafting steps, more work each, hardly change — timed cold, AR came out 30-40 % dearer against them than in a
+        run, and auto took probes for cheaper than they were; after 3 steps still 15-30 % (batch 8 at 128 positions:
+        2.8-2.9 ms, after 8 steps 2.2-2.5, a run of them 2.3). Each round starts a third (1 / repeats) further down the
+        shapes, so a slowness at one place of the round reaches a different shape each round.
+
+        The fastest timing, not the median: a machine's noise only ever adds time, and it comes in bursts longer than
+        a round. Two of six batch-1 tables timed in fresh processes on this CPU (2026-11-27) had most entries' two
+        fastest timings > 10 % apart; their medians put tree:16 at 1.42 / 2.00x chain:8 (1.31-1.34x in the quiet
+        ones), their minimums at 1.31-1.36x. Which draft the startup table favours is what auto runs at batch 1, and a
+        draft it prices high never runs, so its entry is never corrected (CostTable.observe moves the drift and the
+        entry of the draft that runs): runs on such tables read 0.90-0.93x the best fixed draft. While more than a
+        quarter of the entries' two fastest timings are more than SETTLED apart (a noisy machine), further rounds
+        follow, up to `repeats` more. All slots must be free."""
         lengths = sorted({self._timing_length(length, max(d.size for d in drafts)) for length in lengths})
         shapes = [(n, d, length) for length in lengths for n in bucket_sizes(self.max_batch_size) for d in drafts]
         times: dict[tuple[int, Draft, int], list[float]] = {s: [] for s in shapes}
-        for r in range(repeats):
-            start = r * len(shapes) // repeats
+        rounds, r = repeats, 0
+        while r < rounds:
+            start = (r % repeats) * len(shapes) // repeats
             for n, d, length in shapes[start:] + shapes[:start]:
                 spent = sum(self._timed_step(n, d.size, True, length, d.tree) for _ in range(warm))
                 while spent < warm_s:
                     spent += self._timed_step(n, d.size, True, length, d.tree)
                 times[(n, d, length)].append(self._timed_step(n, d.size, True, length, d.tree))
+            r += 1
+            if r == rounds < 2 * repeats and _unsettled(times):
+                rounds += 1
         self._free_timing_graphs()  # the device loop's windows capture their own
-        return {s: sorted(t)[len(t) // 2] for s, t in times.items()}
+        return {s: min(t) for s, t in times.items()}
 
     @torch.inference_mode()
     def capture_graphs(self, drafts: list[Draft], spec: bool) -> int:
@@ -893,3 +903,9 @@ class SpecStep:
                         self._context_width, self._defer = width, defer
                         yield rows, k, spec, tree, upto, self._graph_key(k, spec, tree, bucket, upto)
                         self._timing_reset(rows, spec)
+
+
+def _unsettled(times: dict) -> bool:
+    """Whether more than a quarter of the entries' two fastest timings are more than SETTLED apart (measure_costs)."""
+    spread = [b > a * (1 + SETTLED) for a, b in (sorted(t)[:2] for t in times.values() if len(t) >= 2)]
+    return 4 * sum(spread) > len(spread)
