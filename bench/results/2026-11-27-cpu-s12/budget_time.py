@@ -1,4 +1,6 @@
-"""Host time auto's budget takes per window (CPU, batch N, host loop): each AutoBudget method timed (outermost calls)."""
+"""Host time auto's budget takes per window (CPU, batch N, host loop): each AutoBudget method timed (outermost calls).
+`budget_time.py SIZE PROMPTS [inner]`; with `inner` (fifteenth session), also the time inside each of the budget's
+internals, inclusive (pricing, take-in, estimates, the cost table's observe and overhead fit)."""
 import json, sys, time, collections
 from pathlib import Path
 import torch
@@ -27,6 +29,19 @@ for name in ["choose", "choose_ahead", "observe_window", "observe_time", "prepar
                 if depth[0] == 0: acc[name] += time.perf_counter() - t; calls[name] += 1
         return g
     setattr(B.AutoBudget, name, wrap(f, name))
+inner = collections.Counter(); inner_calls = collections.Counter()
+if "inner" in sys.argv[3:]:
+    def wrap_inner(cls, name):
+        f = getattr(cls, name)
+        def g(*a, **k):
+            t = time.perf_counter()
+            try: return f(*a, **k)
+            finally: inner[name] += time.perf_counter() - t; inner_calls[name] += 1
+        setattr(cls, name, g)
+    for name in ["_priced", "_take_in", "_estimates", "_depth_tables", "_expected_tokens", "_fade"]:
+        wrap_inner(B.AutoBudget, name)
+    for name in ["observe", "_fit_overhead", "costs"]:
+        wrap_inner(B.CostTable, name)
 reads = [0]; orig = e.step_runner.read
 def read(*a, **k): reads[0] += 1; return orig(*a, **k)
 e.step_runner.read = read
@@ -37,3 +52,5 @@ wall = time.perf_counter() - t
 tot = sum(acc.values())
 print(f"batch {size}: {reads[0]} windows, {1e3 * wall / reads[0]:.3f} ms per window; budget {1e6 * tot / reads[0]:.1f} us per window "
       f"({100 * tot / wall:.2f} % of the time):", {k: (calls[k], round(1e6 * v / reads[0], 1)) for k, v in acc.most_common()})
+for k, v in inner.most_common():
+    print(f"  inside {k:18s} calls {inner_calls[k]:5d}  us/window {1e6 * v / reads[0]:6.1f}  us/call {1e6 * v / inner_calls[k]:6.1f}")
