@@ -830,7 +830,8 @@ class SpecStep:
         The fastest timing, not the median: a machine's noise only ever adds time, and it comes in bursts longer than
         a round. Two of six batch-1 tables timed in fresh processes on this CPU (2026-11-27) had most entries' two
         fastest timings > 10 % apart; their medians put tree:16 at 1.42 / 2.00x chain:8 (1.31-1.34x in the quiet
-        ones), their minimums at 1.31-1.36x. Which draft the startup table favours is what auto runs at batch 1, and a
+        ones), their minimums at 1.31 / 1.13x (the latter slow in every round: hence the further rounds below; six
+        tables timed so gave 1.32-1.35x, one of them in five rounds). Which draft the startup table favours is what auto runs at batch 1, and a
         draft it prices high never runs, so its entry is never corrected (CostTable.observe moves the drift and the
         entry of the draft that runs): runs on such tables read 0.90-0.93x the best fixed draft. While more than a
         quarter of the entries' two fastest timings are more than SETTLED apart (a noisy machine), further rounds
