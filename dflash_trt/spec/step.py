@@ -831,25 +831,23 @@ class SpecStep:
         a round. Two of six batch-1 tables timed in fresh processes on this CPU (2026-11-27) had most entries' two
         fastest timings > 10 % apart; their medians put tree:16 at 1.42 / 2.00x chain:8 (1.31-1.34x in the quiet
         ones), their minimums at 1.31 / 1.13x (the latter slow in every round: hence the further rounds below; six
-        tables timed so gave 1.32-1.35x, one of them in five rounds). Which draft the startup table favours is what auto runs at batch 1, and a
-        draft it prices high never runs, so its entry is never corrected (CostTable.observe moves the drift and the
-        entry of the draft that runs): runs on such tables read 0.90-0.93x the best fixed draft. While more than a
-        quarter of the entries' two fastest timings are more than SETTLED apart (a noisy machine), further rounds
-        follow, up to `repeats` more. All slots must be free."""
+        tables timed so gave 1.32-1.35x, one of them in five rounds). Which draft the startup table favours is what
+        auto runs at batch 1, and a draft it prices high never runs, so its entry is never corrected (CostTable.observe
+        moves the drift and the entry of the draft that runs): runs on such tables read 0.90-0.93x the best fixed
+        draft. While more than a quarter of the entries' two fastest timings are more than SETTLED apart (a noisy
+        machine), further rounds follow, up to `repeats` more. All slots must be free."""
         lengths = sorted({self._timing_length(length, max(d.size for d in drafts)) for length in lengths})
         shapes = [(n, d, length) for length in lengths for n in bucket_sizes(self.max_batch_size) for d in drafts]
         times: dict[tuple[int, Draft, int], list[float]] = {s: [] for s in shapes}
-        rounds, r = repeats, 0
-        while r < rounds:
+        for r in range(2 * repeats):
+            if r >= repeats and not _unsettled(times):  # further rounds only on a noisy machine
+                break
             start = (r % repeats) * len(shapes) // repeats
             for n, d, length in shapes[start:] + shapes[:start]:
                 spent = sum(self._timed_step(n, d.size, True, length, d.tree) for _ in range(warm))
                 while spent < warm_s:
                     spent += self._timed_step(n, d.size, True, length, d.tree)
                 times[(n, d, length)].append(self._timed_step(n, d.size, True, length, d.tree))
-            r += 1
-            if r == rounds < 2 * repeats and _unsettled(times):
-                rounds += 1
         self._free_timing_graphs()  # the device loop's windows capture their own
         return {s: min(t) for s, t in times.items()}
 
