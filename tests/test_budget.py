@@ -999,29 +999,42 @@ def test_auto_measures_costs_once_and_reports_k(make_pair):
     assert all(r.stats.to_dict()["mean_verify_len"] >= 1 for r in r1)
 
 
+def startup_costs_timed(make_pair, slowdown) -> tuple[dict, dict, int]:
+    """SpecStep.measure_costs (batch buckets 1, 2; auto's drafts; warm_s 0: 3 warm-up steps per shape, which take no
+    time) on a fake clock: a step of n rows, K slots (a tree: 8 more) at cache length L takes 1 ms x n (K + tree) x
+    (1 + L / 1000), times slowdown(shape timed, round, shapes per round). Returns the costs, their true times and the
+    rounds run."""
+    pair = make_pair(family="qwen3")
+    engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=2, max_seq_len=128)
+    runner = engine.step_runner
+    true = lambda n, k, length, tree: 1e-3 * n * (k + (8 if tree else 0)) * (1 + length / 1000)  # noqa: E731
+    drafts = auto_drafts(16, AUTO_TREES)
+    lengths = sorted({runner._timing_length(at, 32) for at in COST_LENGTHS})
+    per_round = len(bucket_sizes(2)) * len(drafts) * len(lengths)
+    timed = {"count": 0}
+
+    def fake(n, k, spec, length, tree):  # what measure_costs calls per step: 3 warm-ups + 1 timed per shape
+        timed["count"] += 1
+        if (timed["count"] - 1) % 4 < 3:
+            return 0.0
+        shape = (timed["count"] - 1) // 4
+        return true(n, k, length, tree) * slowdown(shape, shape // per_round, per_round)
+
+    with mock.patch.object(runner, "_timed_step", side_effect=fake):
+        costs = runner.measure_costs(drafts, warm_s=0.0)
+    assert timed["count"] % (4 * per_round) == 0
+    expected = {key: pytest.approx(true(key[0], key[1].size, key[2], key[1].tree)) for key in costs}
+    return costs, expected, timed["count"] // (4 * per_round)
+
+
 def test_startup_costs_keep_no_slowness_of_a_place_in_the_round(make_pair):
     """SpecStep.measure_costs times every shape once per round, round robin: a machine slow at one place of the round
     (here: the first shape timed in each round runs 1.5x) must not carry that into any entry. Each round starts a
     share further down the shapes, so the slow place falls on a different shape each round and its other timings are
     quiet."""
-    pair = make_pair(family="qwen3")
-    engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=2, max_seq_len=128)
-    runner = engine.step_runner
-    true = lambda n, k, length, tree: 1e-3 * n * (k + (8 if tree else 0)) * (1 + length / 1000)  # noqa: E731
-    timed = {"count": 0}
-    drafts = auto_drafts(16, AUTO_TREES)
-    per_round = len(bucket_sizes(2)) * len(drafts) * len(runner_lengths(runner))
-
-    def fake(n, k, spec, length, tree):  # what measure_costs calls per step (warm-ups included); 3 + 1 per shape
-        timed["count"] += 1
-        shape = (timed["count"] - 1) // 4  # (the warm-up here is 3 steps: they take no time)
-        slow = shape % per_round == 0  # the first shape of a round
-        return 0.0 if (timed["count"] - 1) % 4 < 3 else true(n, k, length, tree) * (1.5 if slow else 1.0)
-
-    with mock.patch.object(runner, "_timed_step", side_effect=fake):
-        costs = runner.measure_costs(drafts, warm_s=0.0)
-    assert timed["count"] == 3 * per_round * 4
-    assert costs == {key: pytest.approx(true(key[0], key[1].size, key[2], key[1].tree)) for key in costs}
+    costs, expected, rounds = startup_costs_timed(
+        make_pair, lambda shape, r, per_round: 1.5 if shape % per_round == 0 else 1.0)  # the first shape of a round
+    assert rounds == 3 and costs == expected
 
 
 @pytest.mark.parametrize("slow_rounds, rounds", [((), 3), ((0, 1), 4), ((0, 1, 3, 4, 5, 6, 7), 6)])
@@ -1030,29 +1043,8 @@ def test_startup_costs_take_the_fastest_timing_and_more_rounds_on_a_noisy_machin
     rounds 0-1, 1.6x: the median of three kept it), and while more than a quarter of the entries' two fastest timings
     are more than SETTLED apart, further rounds follow (here one: round 3 confirms round 2), up to twice the repeats
     (a machine slow but in round 2: six)."""
-    pair = make_pair(family="qwen3")
-    engine = TorchEngine.from_pretrained(*pair, device="cpu", tokenizer=False, max_batch_size=2, max_seq_len=128)
-    runner = engine.step_runner
-    true = lambda n, k, length, tree: 1e-3 * n * (k + (8 if tree else 0)) * (1 + length / 1000)  # noqa: E731
-    drafts = auto_drafts(16, AUTO_TREES)
-    per_round = len(bucket_sizes(2)) * len(drafts) * len(runner_lengths(runner))
-    timed = {"count": 0}
-
-    def fake(n, k, spec, length, tree):  # 3 warm-up steps (no time) + 1 timed per shape
-        timed["count"] += 1
-        if (timed["count"] - 1) % 4 < 3:
-            return 0.0
-        slow = (timed["count"] - 1) // (4 * per_round) in slow_rounds
-        return true(n, k, length, tree) * (1.6 if slow else 1.0)
-
-    with mock.patch.object(runner, "_timed_step", side_effect=fake):
-        costs = runner.measure_costs(drafts, warm_s=0.0)
-    assert timed["count"] == rounds * per_round * 4
-    assert costs == {key: pytest.approx(true(key[0], key[1].size, key[2], key[1].tree)) for key in costs}
-
-
-def runner_lengths(runner) -> list[int]:
-    return sorted({runner._timing_length(at, 32) for at in COST_LENGTHS})
+    costs, expected, ran = startup_costs_timed(make_pair, lambda shape, r, per_round: 1.6 if r in slow_rounds else 1.0)
+    assert ran == rounds and costs == expected
 
 
 def test_draft_on_the_command_line(capsys):
