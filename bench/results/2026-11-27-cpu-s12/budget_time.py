@@ -17,31 +17,26 @@ prompts = [encode_prompt(e.tokenizer, t, 512 - 128)[0] for t in turns]
 p = SamplingParams(max_new_tokens=128)
 e.generate(prompts[:size], p, draft="auto")
 acc = collections.Counter(); calls = collections.Counter(); depth = [0]
-for name in ["choose", "choose_ahead", "observe_window", "observe_time", "prepare", "needs_context", "hold", "held", "defers_context", "forget"]:
-    f = getattr(B.AutoBudget, name, None)
-    if f is None: continue
-    def wrap(f, name):
-        def g(self, *a, **k):
-            depth[0] += 1; t = time.perf_counter()
-            try: return f(self, *a, **k)
-            finally:
-                depth[0] -= 1
-                if depth[0] == 0: acc[name] += time.perf_counter() - t; calls[name] += 1
-        return g
-    setattr(B.AutoBudget, name, wrap(f, name))
 inner = collections.Counter(); inner_calls = collections.Counter()
+def timed(cls, name, total, count, outermost):
+    """cls.name timed into total/count: its outermost calls only (the budget's public methods call each other), or
+    every call, inclusive (the internals)."""
+    f = getattr(cls, name)
+    def g(*a, **k):
+        depth[0] += outermost; t = time.perf_counter()
+        try: return f(*a, **k)
+        finally:
+            depth[0] -= outermost
+            if not outermost or depth[0] == 0: total[name] += time.perf_counter() - t; count[name] += 1
+    setattr(cls, name, g)
+for name in ["choose", "choose_ahead", "observe_window", "observe_time", "prepare", "needs_context", "hold", "held", "defers_context", "forget"]:
+    if hasattr(B.AutoBudget, name):
+        timed(B.AutoBudget, name, acc, calls, True)
 if "inner" in sys.argv[3:]:
-    def wrap_inner(cls, name):
-        f = getattr(cls, name)
-        def g(*a, **k):
-            t = time.perf_counter()
-            try: return f(*a, **k)
-            finally: inner[name] += time.perf_counter() - t; inner_calls[name] += 1
-        setattr(cls, name, g)
-    for name in ["_priced", "_take_in", "_estimates", "_depth_tables", "_expected_tokens", "_fade"]:
-        wrap_inner(B.AutoBudget, name)
-    for name in ["observe", "_fit_overhead", "costs"]:
-        wrap_inner(B.CostTable, name)
+    for cls, names in [(B.AutoBudget, ["_priced", "_take_in", "_estimates", "_depth_tables", "_expected_tokens", "_fade"]),
+                       (B.CostTable, ["observe", "_fit_overhead", "costs"])]:
+        for name in names:
+            timed(cls, name, inner, inner_calls, False)
 reads = [0]; orig = e.step_runner.read
 def read(*a, **k): reads[0] += 1; return orig(*a, **k)
 e.step_runner.read = read
