@@ -112,6 +112,7 @@ def main(argv=None) -> int:
             for mode in all_modes:
                 engine.generate(batch, params, **({"use_drafter": False} if mode == "ar" else {"draft": mode}))
         engine.draft_curve, engine.tree_curves = None, {}  # ... but nothing learnt yet
+        engine.draft_calibration = budget_module.Calibration()
         _collect(args.device)  # the warm-up's garbage too: the timed part starts with none pending
         choices.clear()
         step_times.clear()

@@ -495,6 +495,45 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
             break
     assert budget._probing == chain(16) and budget.tree_clock.since_s == 0.0
 
+def test_the_estimates_are_calibrated_by_what_the_chosen_drafts_accepted():
+    """Estimates biased by draft (measured at batch 1 on this CPU: chain:8's windows accept more than expected, a
+    tree's less) are scaled by what each draft's windows accepted against what was expected when it was chosen
+    (Calibration: the chains' factor, each tree size's): a tree expected to accept 1.97x chain:8's tokens at 1.85x its
+    cost runs first; its windows accept 15 % fewer drafted tokens than expected, so the choice moves to chain:8, whose
+    windows accept 10 % more than expected, and stays. A window whose request finished (its steps cut by its end)
+    teaches nothing."""
+    rng = np.random.default_rng(0)
+    tree = Draft("tree", 16)
+    costs = {(1, d): {1: 0.5, 2: 0.85, 4: 0.9, 8: 1.0}.get(d.size, 3.0) for d in auto_drafts(16, ())}
+    costs[(1, tree)] = 1.85
+    budget = AutoBudget(16, CostTable(costs, refine=False), trees=(16,), probe_every=10 ** 6)
+    big = 10 ** 6  # the curves the estimates come from, fixed: 0.7 at every depth, a tree missing half of its chain
+    budget.curve.accepted[:], budget.curve.trials[:] = 0.7 * big, big
+    counts = budget.tree_curves[16]
+    counts.chain.accepted[:], counts.chain.trials[:] = 0.7 * big, big
+    counts.tree.accepted[:], counts.tree.trials[:] = 0.85 * big, big
+    true = {chain(8): 1.1, tree: 0.85}  # drafted tokens accepted over expected
+    picks = []
+    for window in range(300):
+        request = f"r{window}"  # (a request per window: its estimate is the curves')
+        d = budget.choose([request])
+        picks.append(d)
+        drafted = true.get(d, 1.0) * (budget._expected_tokens([request])[d] - 1)
+        steps = [1 + int(drafted) + (rng.random() < drafted % 1) for _ in range(4)]  # mean 1 + drafted
+        budget.observe_window([request], d, [steps], [[(16, 4)] * 4] if d.tree else ())
+        budget.prepare(now=True)
+        budget.forget(request)
+    assert picks[0] == tree and picks[-100:] == [chain(8)] * 100
+    # (shrunk toward 1 by CALIBRATION_PRIOR, ~1/5 of ~100 windows' drafted tokens; a tree's toward the chains' factor)
+    assert 1.05 < budget.calibration.factor(chain(8)) <= 1.1
+    assert budget.calibration.factor(tree) < 1.0
+    sums, version = {k: list(v) for k, v in budget.calibration.sums.items()}, budget.calibration.version
+    budget.choose(["last"])
+    budget.observe_window(["last"], chain(8), [[1]], finished=[True])
+    budget.prepare(now=True)
+    assert budget.calibration.sums == sums and budget.calibration.version == version
+
+
 def test_auto_defers_the_prompts_context_only_where_it_would_hold_the_batch_at_ar():
     """defers_context(n): exactly where AR is the best choice for n requests at the drafter's curve (the prior before
     it is measured); and before it is measured, a batch that would draft runs the largest chain (every position is
@@ -1124,7 +1163,7 @@ def test_a_choice_made_ahead_is_the_choice_made_then_and_a_stale_one_is_forgotte
         assert got == want, window
         picks.append(got)
         # the window's steps: acceptance changes over time, so auto moves between drafts, AR stretches and probes
-        good = window % 30 < 15
+        good = window % 40 < 15
         taus = [[int(min(got.max_tau(16), rng.integers(1, 12 if good else 2)))] for _ in live]
         chains = [[(9, min(t[0], 9))] for t in taus] if got.tree else []
         for b in (ahead, plain):

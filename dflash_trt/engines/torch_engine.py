@@ -34,8 +34,8 @@ from dflash_trt.errors import ConfigError, RequestError
 from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
-from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, CostTable, Draft, Fixed, TreeClock,
-                                    TreeCounts, auto_drafts)
+from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, Calibration, CostTable, Draft, Fixed,
+                                    TreeClock, TreeCounts, auto_drafts)
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep, cache_headroom
 
@@ -143,6 +143,7 @@ class TorchEngine:
         self.draft_curve: AcceptanceCounts | None = None
         self.tree_curves: dict[int, TreeCounts] = {}
         self.tree_clock = TreeClock()  # ... and when it last measured a tree size (a clock every scheduler advances)
+        self.draft_calibration = Calibration()  # ... and what its drafts accepted against what was expected
         # a budget whose batch's last observations wait to be taken in during the engine's next window (on a GPU: see
         # BatchScheduler._hand_over)
         self.untaken_budget: AutoBudget | Fixed | None = None
@@ -237,7 +238,8 @@ class TorchEngine:
                                        CostTable.measured(self.draft_costs, refine=self.refine_draft_costs))
         return AutoBudget(k, kept[2],
                           prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
-                          tree_curves=self.tree_curves, tree_clock=self.tree_clock)
+                          tree_curves=self.tree_curves, tree_clock=self.tree_clock,
+                          calibration=self.draft_calibration)
 
     @property
     def cost_table(self) -> CostTable | None:

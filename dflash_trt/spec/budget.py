@@ -29,7 +29,12 @@ text trees happened to be chosen for. Applied to a request's chain estimate, the
 still add, most where the chain misses most: a ratio of acceptances instead (a lift, p_tree = p_chain x lift)
 promised a request whose chain accepts 90 % a tree accepting 99 % at every depth. Replayed on eagle_gsm8k traces with
 trees priced as on a GPU (tree:16 / tree:32 at 1.02 / 1.06x chain:16), auto / the best fixed draft at batch 1 went
-from 0.95 to 1.01 with it (level on this CPU's costs, where trees hardly pay).
+from 0.95 to 1.01 with it (level on this CPU's costs, where trees hardly pay). The estimates are then calibrated
+(`Calibration`, one per engine): each draft's expected drafted tokens (E - 1 per request) are scaled by what the
+windows it was chosen for accepted against what was expected of them then (the chains' windows together, each tree
+size's apart, their pseudo-tokens at the chains' factor), over its last ~100 windows: the curve keeps every step since
+the engine started, and a tree's counts stop where its argmax chain ends in the tree, so chains were expected ~6 % low
+and trees ~5 % high (batch 1 on this CPU), and near ties went to the tree.
 cost(n, d) is seconds per step for a batch of n requests whose longest cache holds L positions, from a table measured
 when the first auto scheduler starts (`SpecStep.measure_costs` on this device and dtype at two cache lengths, every draft
 timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
@@ -122,6 +127,9 @@ AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies tre
 PRICE_WINDOWS = 8  # windows a batch's pricing serves while its inputs stand (AutoBudget._priced)
 LENGTH_STEP = 16  # cache positions within which a batch's pricing stands (AutoBudget._priced)
 TAP_LEAD = 32  # steps before a held batch's next probe from which its AR windows feed the drafter's context again
+CALIBRATION_PRIOR = 64.0  # pseudo-tokens of a calibration factor (drafted tokens accepted / expected) at 1
+CALIBRATION_DECAY = 0.99  # calibration sums fade by this per window of theirs: they follow the last ~100
+MAX_CALIBRATION = 2.0  # a calibration factor stays within [1/2, 2]
 
 
 class Draft(NamedTuple):
@@ -461,6 +469,45 @@ class TreeClock:
 
 
 @dataclass
+class Calibration:
+    """What the drafts' windows accepted against what the estimates expected of them when they were chosen: decayed
+    sums of drafted tokens (τ - 1 per request and step), accepted and expected, for the chains and per tree size. The
+    choice scales each draft's expected drafted tokens by their ratio (`factor`). One per engine, shared by its
+    schedulers' budgets.
+
+    Why: the estimates are biased, and by draft. Measured on this CPU at batch 1 (fixture pair, 40 eagle_gsm8k
+    prompts, 2026-11-27) with an auto budget observing fixed-draft runs window by window (no selection): chain:8's
+    windows accepted τ 3.72 where 3.50 was expected (the curve keeps every step since the engine started, and the first
+    prompts accept less), tree:16's 4.81 where 5.03 was (a tree's counts stop where its argmax chain ends in the tree,
+    on the steps where the drafter was sure enough to grow it deep): tree:16 looked 1.40x chain:8 where it accepts
+    1.29x, at 1.31x the cost, and auto ran it in most batch-1 windows, 0.94-0.95x chain:8. Scaled by the measured
+    ratios it ran chain:8, 0.976-0.996x."""
+
+    # "chain" (every chain's windows: their estimates share one curve) or a tree Draft -> [accepted drafted tokens,
+    # expected drafted tokens], decayed
+    sums: dict = field(default_factory=dict)
+    version: int = 0  # counts `add` calls: prices computed with these factors stand while it is unchanged
+
+    def factor(self, d: Draft) -> float:
+        """Accepted over expected drafted tokens: the chains' (CALIBRATION_PRIOR pseudo-tokens at 1), or a tree
+        size's, whose pseudo-tokens are at the chains' factor (its estimate is made from the chain's curve: a tree
+        measured little is as biased as the chain, not unbiased — else it looked better than a chain with the same
+        estimate, for not having run)."""
+        prior = 1.0 if not d.tree else self.factor(Draft("chain", 2))
+        accepted, expected = self.sums.get(d if d.tree else "chain", (0.0, 0.0))
+        ratio = (CALIBRATION_PRIOR * prior + accepted) / (CALIBRATION_PRIOR + expected)
+        return min(max(ratio, 1 / MAX_CALIBRATION), MAX_CALIBRATION)
+
+    def add(self, windows: Sequence[tuple[Draft, float, float]]) -> None:
+        """Windows as (draft, drafted tokens accepted, drafted tokens expected when it was chosen), in order."""
+        for d, accepted, expected in windows:
+            sums = self.sums.setdefault(d if d.tree else "chain", [0.0, 0.0])
+            sums[0] = CALIBRATION_DECAY * sums[0] + accepted
+            sums[1] = CALIBRATION_DECAY * sums[1] + expected
+        self.version += 1
+
+
+@dataclass
 class AutoBudget:
     """Chooses the draft per window (see the module docstring)."""
 
@@ -473,6 +520,7 @@ class AutoBudget:
     tree_curves: dict[int, TreeCounts] | None = None  # per tree size, over every request (shared)
     tree_probe_every: int = 8
     tree_clock: TreeClock | None = None  # when trees were last measured (the engine's, shared; default: new)
+    calibration: Calibration | None = None  # per draft, accepted over expected (the engine's, shared; default: new)
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
     _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
@@ -501,6 +549,9 @@ class AutoBudget:
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
     _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states, pricing)
     _pricing: tuple | None = field(init=False, default=None)  # (its key, windows it may still serve, _priced's tuple)
+    # (requests, draft) -> the batch's expected tokens of a step of the draft chosen for it (raw: see Calibration)
+    _chosen: dict = field(init=False, default_factory=dict)
+    _calibrating: list = field(init=False, default_factory=list)  # windows' calibration, not taken in yet
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
@@ -528,6 +579,8 @@ class AutoBudget:
             self.tree_curves = {}
         if self.tree_clock is None:
             self.tree_clock = TreeClock()
+        if self.calibration is None:
+            self.calibration = Calibration()
         for n in self.trees:
             self.tree_curves.setdefault(n, TreeCounts(AcceptanceCounts.empty(positions), AcceptanceCounts.empty(positions)))
         counts = [self.curve] + [c for t in self.tree_curves.values() for c in (t.tree, t.chain)]
@@ -599,6 +652,10 @@ class AutoBudget:
             return self._take_ahead(ahead)
         self._probe_wait, self._tree_wait, self._drafts_fewer = None, None, False
         self._last = self._choose(requests, left, length)
+        if self._last.size > 1:  # what its window is expected to accept, for the calibration (observe_window)
+            if len(self._chosen) >= 64:  # (choices whose windows never came: made ahead and not used)
+                self._chosen.clear()
+            self._chosen[(tuple(requests), self._last)] = self._expected_tokens(requests, left)[self._last]
         return self._last
 
     def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
@@ -733,14 +790,14 @@ class AutoBudget:
         numpy after a model step — 1.5 % of an AR window at batch 8 on this CPU where auto held AR, ~1 % of a chain:8
         window at batch 1."""
         self.prepare()  # the estimates are what is priced: taken in first
-        key = (self._batch_key(requests, left), self._prefixes[0], self._last,
+        key = (self._batch_key(requests, left), self._prefixes[0], self.calibration.version, self._last,
                None if length is None else length // LENGTH_STEP)
         kept = self._pricing
         if kept is not None and kept[0] == key and kept[1] > 0:
             self._pricing = (key, kept[1] - 1, kept[2])
             return kept[2]
         n = len(requests)
-        expected = self._expected_tokens(requests, left)
+        expected = self._calibrated(self._expected_tokens(requests, left), n)
         costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
         # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
         # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
@@ -789,6 +846,12 @@ class AutoBudget:
         self._set_decision(before)
         self._pricing = pricing
         return draft
+
+    def _calibrated(self, expected: dict[Draft, float], n: int) -> dict[Draft, float]:
+        """A batch of n requests' expected tokens per draft with each draft's drafted tokens (all but the one token a
+        step emits per request) scaled by its calibration factor."""
+        factor = self.calibration.factor
+        return {d: e if d.size < 2 else n + factor(d) * (e - n) for d, e in expected.items()}
 
     def _left_after(self, requests: Sequence[Hashable], left: Sequence[int], steps: int) -> list[int]:
         """Each request's tokens left after `steps` steps of the last chosen draft, as expected (see choose_ahead)."""
@@ -948,10 +1011,11 @@ class AutoBudget:
         only its last rows wait, pending, for the drafter's next draft): at the drafter's curve over every request (the
         prior until measured), AR is the best choice for n requests — so their prompt would likely be taken in for
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
-        if self._defers[0] != self.curve.version:  # n requests at the global curve: n times one request's rates
+        version = (self.curve.version, self.calibration.version)
+        if self._defers[0] != version:  # n requests at the global curve: n times one request's rates
             g, misses = self._estimates()
             row = self._at_caps(self._depth_tables(g[None], misses), [self.block_size])[0]
-            self._defers = (self.curve.version, dict(zip(self.drafts, row.tolist())))
+            self._defers = (version, self._calibrated(dict(zip(self.drafts, row.tolist())), 1))
         expected = self._defers[1]
         costs = self.cost.costs(n, self.drafts, length)
         return _argmax({d: expected[d] / c for d, c in zip(self.drafts, costs)}).size == 1
@@ -979,6 +1043,11 @@ class AutoBudget:
         if draft.size < 2:
             self._fade(requests, taus)
             return
+        expected = self._chosen.pop((tuple(requests), draft), None)
+        if expected is not None and not any(finished) and all(taus):  # (a finished request's steps were cut)
+            n = len(requests)
+            accepted = sum(sum(t) / len(t) for t in taus)  # per step, summed over the requests as expected is
+            self._calibrating.append((draft, accepted - n, expected - n))
         chains = ([list(c) for c in chain_equivalent] if draft.tree
                   else [[(draft.size, t) for t in r_taus] for r_taus in taus])
         for c, r_taus, done in zip(chains, taus, finished):
@@ -1017,6 +1086,9 @@ class AutoBudget:
         counts (its steps in order), the trees' paired counts; then the rows of the requests that ended meanwhile are
         freed."""
         self._count_steps()
+        if self._calibrating:
+            self.calibration.add(self._calibrating)
+            self._calibrating = []
         ending, self._ending = self._ending, set()
         for request_id in ending:
             self._free_row(request_id)
