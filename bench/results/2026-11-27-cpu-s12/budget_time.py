@@ -1,6 +1,7 @@
 """Host time auto's budget takes per window (CPU, batch N, host loop): each AutoBudget method timed (outermost calls).
 `budget_time.py SIZE PROMPTS [inner]`; with `inner` (fifteenth session), also the time inside each of the budget's
-internals, inclusive (pricing, take-in, estimates, the cost table's observe and overhead fit)."""
+internals, inclusive (pricing, take-in, estimates, the cost table's observe and overhead fit); more internals after
+`inner` by name (sixteenth session)."""
 import json, sys, time, collections
 from pathlib import Path
 import torch
@@ -33,8 +34,9 @@ for name in ["choose", "choose_ahead", "observe_window", "observe_time", "prepar
     if hasattr(B.AutoBudget, name):
         timed(B.AutoBudget, name, acc, calls, True)
 if "inner" in sys.argv[3:]:
-    for cls, names in [(B.AutoBudget, ["_priced", "_take_in", "_estimates", "_depth_tables", "_expected_tokens", "_fade"]),
-                       (B.CostTable, ["observe", "_fit_overhead", "costs"])]:
+    for cls, names in [(B.AutoBudget, ["_priced", "_take_in", "_estimates", "_depth_tables", "_expected_tokens",
+                                       "_fade", "_count_steps", "_batch_key", "_at_caps"] + sys.argv[4:]),
+                       (B.CostTable, ["observe", "_fit_overhead", "costs", "_entries", "observe_probe"])]:
         for name in names:
             timed(cls, name, inner, inner_calls, False)
 reads = [0]; orig = e.step_runner.read
