@@ -31,8 +31,8 @@ promised a request whose chain accepts 90 % a tree accepting 99 % at every depth
 trees priced as on a GPU (tree:16 / tree:32 at 1.02 / 1.06x chain:16), auto / the best fixed draft at batch 1 went
 from 0.95 to 1.01 with it (level on this CPU's costs, where trees hardly pay). The estimates are then calibrated
 (`Calibration`, one per engine): each draft's expected drafted tokens (E - 1 per request) are scaled by what the
-windows it was chosen for accepted against what was expected of them then (per draft; 1 for one that has not run),
-over its last ~100 windows: the curve keeps every step since
+windows it was chosen for accepted against what was expected of them then (the chains' windows together, each tree
+size's apart, their pseudo-tokens at the chains' factor), over its last ~100 windows: the curve keeps every step since
 the engine started, and a tree's counts stop where its argmax chain ends in the tree, so chains were expected ~6 % low
 and trees ~5 % high (batch 1 on this CPU), and near ties went to the tree.
 cost(n, d) is seconds per step for a batch of n requests whose longest cache holds L positions, from a table measured
@@ -127,7 +127,7 @@ AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies tre
 PRICE_WINDOWS = 8  # windows a batch's pricing serves while its inputs stand (AutoBudget._priced)
 LENGTH_STEP = 16  # cache positions within which a batch's pricing stands (AutoBudget._priced)
 TAP_LEAD = 32  # steps before a held batch's next probe from which its AR windows feed the drafter's context again
-CALIBRATION_PRIOR = 64.0  # pseudo-tokens of a draft's calibration factor (drafted tokens accepted / expected) at 1
+CALIBRATION_PRIOR = 64.0  # pseudo-tokens of a calibration factor (drafted tokens accepted / expected) at 1
 CALIBRATION_DECAY = 0.99  # calibration sums fade by this per window of theirs: they follow the last ~100
 MAX_CALIBRATION = 2.0  # a calibration factor stays within [1/2, 2]
 
@@ -471,8 +471,9 @@ class TreeClock:
 @dataclass
 class Calibration:
     """What the drafts' windows accepted against what the estimates expected of them when they were chosen: decayed
-    sums of drafted tokens (τ - 1 per request and step), accepted and expected, per draft. The choice scales each
-    draft's expected drafted tokens by their ratio (`factor`). One per engine, shared by its schedulers' budgets.
+    sums of drafted tokens (τ - 1 per request and step), accepted and expected, for the chains and per tree size. The
+    choice scales each draft's expected drafted tokens by their ratio (`factor`). One per engine, shared by its
+    schedulers' budgets.
 
     Why: the estimates are biased, and by draft. Measured on this CPU at batch 1 (fixture pair, 40 eagle_gsm8k
     prompts, 2026-11-27) with an auto budget observing fixed-draft runs window by window (no selection): chain:8's
@@ -482,23 +483,25 @@ class Calibration:
     1.29x, at 1.31x the cost, and auto ran it in most batch-1 windows, 0.94-0.95x chain:8. Scaled by the measured
     ratios it ran chain:8, 0.976-0.996x."""
 
-    sums: dict = field(default_factory=dict)  # Draft -> [accepted drafted tokens, expected drafted tokens], decayed
+    # "chain" (every chain's windows: their estimates share one curve) or a tree Draft -> [accepted drafted tokens,
+    # expected drafted tokens], decayed
+    sums: dict = field(default_factory=dict)
     version: int = 0  # counts `add` calls: prices computed with these factors stand while it is unchanged
 
     def factor(self, d: Draft) -> float:
-        """Accepted over expected drafted tokens of d's windows (CALIBRATION_PRIOR pseudo-tokens at 1: a draft that
-        has not run is priced as estimated, and runs if that is best, which measures it). Per draft: the curve's
-        positions past 8 are counted on the steps that reach there, so chain:16 is expected high where chain:8 is
-        expected low; one factor for every chain, learnt on chain:8's windows, sent batch-1 windows to chain:16 (84-144
-        of ~850 in two runs, 0.950 / 0.886x chain:8)."""
-        accepted, expected = self.sums.get(d, (0.0, 0.0))
-        ratio = (CALIBRATION_PRIOR + accepted) / (CALIBRATION_PRIOR + expected)
+        """Accepted over expected drafted tokens: the chains' (CALIBRATION_PRIOR pseudo-tokens at 1), or a tree
+        size's, whose pseudo-tokens are at the chains' factor (its estimate is made from the chain's curve: a tree
+        measured little is as biased as the chain, not unbiased — else it looked better than a chain with the same
+        estimate, for not having run)."""
+        prior = 1.0 if not d.tree else self.factor(Draft("chain", 2))
+        accepted, expected = self.sums.get(d if d.tree else "chain", (0.0, 0.0))
+        ratio = (CALIBRATION_PRIOR * prior + accepted) / (CALIBRATION_PRIOR + expected)
         return min(max(ratio, 1 / MAX_CALIBRATION), MAX_CALIBRATION)
 
     def add(self, windows: Sequence[tuple[Draft, float, float]]) -> None:
         """Windows as (draft, drafted tokens accepted, drafted tokens expected when it was chosen), in order."""
         for d, accepted, expected in windows:
-            sums = self.sums.setdefault(d, [0.0, 0.0])
+            sums = self.sums.setdefault(d if d.tree else "chain", [0.0, 0.0])
             sums[0] = CALIBRATION_DECAY * sums[0] + accepted
             sums[1] = CALIBRATION_DECAY * sums[1] + expected
         self.version += 1
