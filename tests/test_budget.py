@@ -207,6 +207,27 @@ def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     assert budget.acceptance("b")[0] > budget.acceptance("a")[0]
 
 
+def test_a_probes_window_does_not_calibrate_the_estimates():
+    """A probe's drafter sees the context its batch's AR windows left pending, or none of it, and accepts less for
+    that: its window leaves the calibration alone (through the server at 4 requests, with probes in the chains' factor,
+    auto held AR); a window drafting on merit calibrates it."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=()), refine=False), probe_every=3,
+                        explore_share=1.0)
+    budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR, then a probe
+    while (d := budget.choose(["a"])).size == 1:
+        budget.observe_window(["a"], d, [[1]])
+    assert budget._probing == d
+    budget.observe_window(["a"], d, [[1]])  # the probe's window: nothing accepted
+    budget.prepare(now=True)
+    assert budget.calibration.sums == {}
+    budget.observe("b", chain(16), [16] * 40)  # another request accepts everything: it drafts on merit
+    d = budget.choose(["b"])
+    assert d.size > 1 and budget._probing is None
+    budget.observe_window(["b"], d, [[16]])
+    budget.prepare(now=True)
+    assert budget.calibration.sums["chain"][0] > 0
+
+
 def test_ar_steps_fade_a_requests_estimate_back_to_the_drafters():
     """A request's counts fade by REQUEST_DECAY per step, its AR steps too: one that fell to AR in a hard passage (a
     few rejected drafts where the drafter does well overall) drafts again after a few AR windows, without waiting for

@@ -652,7 +652,11 @@ class AutoBudget:
             return self._take_ahead(ahead)
         self._probe_wait, self._tree_wait, self._drafts_fewer = None, None, False
         self._last = self._choose(requests, left, length)
-        if self._last.size > 1:  # what its window is expected to accept, for the calibration (observe_window)
+        # what its window is expected to accept, for the calibration (observe_window); not a probe's (nor a tree
+        # measurement's in an AR stretch): its drafter sees the context the AR windows left pending, or none of it,
+        # and accepts less for that — a drafting window on merit does not (held at AR through the server at 4
+        # requests, auto / AR 1.15 -> 1.04, τ 1.16, with the probes' windows in the chains' factor)
+        if self._last.size > 1 and self._probing is None:
             if len(self._chosen) >= 64:  # (choices whose windows never came: made ahead and not used)
                 self._chosen.clear()
             self._chosen[(tuple(requests), self._last)] = self._expected_tokens(requests, left)[self._last]
