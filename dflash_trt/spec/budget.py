@@ -492,7 +492,10 @@ class Calibration:
         """Accepted over expected drafted tokens: the chains' (CALIBRATION_PRIOR pseudo-tokens at 1), or a tree
         size's, whose pseudo-tokens are at the chains' factor (its estimate is made from the chain's curve: a tree
         measured little is as biased as the chain, not unbiased — else it looked better than a chain with the same
-        estimate, for not having run)."""
+        estimate, for not having run). One factor for every chain, though chain:16's drafts past chain:8's are
+        expected high (counted on the steps that reach there) where chain:8's are expected low: in 2 of 13 batch-1 runs
+        on this CPU the factor learnt on chain:8 sent 84-144 windows to chain:16 (0.950 / 0.886x chain:8). Calibrated
+        per draft or with those drafts apart it did worse (0.89-0.97; bench/results/2026-11-27-cpu-s16)."""
         prior = 1.0 if not d.tree else self.factor(Draft("chain", 2))
         accepted, expected = self.sums.get(d if d.tree else "chain", (0.0, 0.0))
         ratio = (CALIBRATION_PRIOR * prior + accepted) / (CALIBRATION_PRIOR + expected)
