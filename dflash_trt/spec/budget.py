@@ -481,7 +481,8 @@ class Calibration:
     prompts accept less), tree:16's 4.81 where 5.03 was (a tree's counts stop where its argmax chain ends in the tree,
     on the steps where the drafter was sure enough to grow it deep): tree:16 looked 1.40x chain:8 where it accepts
     1.29x, at 1.31x the cost, and auto ran it in most batch-1 windows, 0.94-0.95x chain:8. Scaled by the measured
-    ratios it ran chain:8, 0.976-0.996x."""
+    ratios (fixed, two runs) it ran chain:8, 0.976-0.996x; learnt, as here, level with the code before over 11
+    alternating batch-1 pairs (runs of either settle on tree:16 at times: the bias was not what decides a run)."""
 
     # "chain" (every chain's windows: their estimates share one curve) or a tree Draft -> [accepted drafted tokens,
     # expected drafted tokens], decayed
