@@ -497,15 +497,24 @@ class Calibration:
         expected high (counted on the steps that reach there) where chain:8's are expected low: in 2 of 13 batch-1 runs
         on this CPU the factor learnt on chain:8 sent 84-144 windows to chain:16 (0.950 / 0.886x chain:8). Calibrated
         per draft or with those drafts apart it did worse (0.89-0.97; bench/results/2026-11-27-cpu-s16)."""
-        prior = 1.0 if not d.tree else self.factor(Draft("chain", 2))
-        accepted, expected = self.sums.get(d if d.tree else "chain", (0.0, 0.0))
+        return self._ratio(self._key(d), self._ratio("chain", 1.0) if d.tree else 1.0)
+
+    @staticmethod
+    def _key(d: Draft) -> str | Draft:
+        """What d's windows calibrate: every chain's together ("chain"), a tree size's apart (its Draft)."""
+        return d if d.tree else "chain"
+
+    def _ratio(self, key: str | Draft, prior: float) -> float:
+        """key's accepted over expected drafted tokens, with CALIBRATION_PRIOR pseudo-tokens at `prior`, within
+        [1 / MAX_CALIBRATION, MAX_CALIBRATION]."""
+        accepted, expected = self.sums.get(key, (0.0, 0.0))
         ratio = (CALIBRATION_PRIOR * prior + accepted) / (CALIBRATION_PRIOR + expected)
         return min(max(ratio, 1 / MAX_CALIBRATION), MAX_CALIBRATION)
 
     def add(self, windows: Sequence[tuple[Draft, float, float]]) -> None:
         """Windows as (draft, drafted tokens accepted, drafted tokens expected when it was chosen), in order."""
         for d, accepted, expected in windows:
-            sums = self.sums.setdefault(d if d.tree else "chain", [0.0, 0.0])
+            sums = self.sums.setdefault(self._key(d), [0.0, 0.0])
             sums[0] = CALIBRATION_DECAY * sums[0] + accepted
             sums[1] = CALIBRATION_DECAY * sums[1] + expected
         self.version += 1
