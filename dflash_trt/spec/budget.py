@@ -188,6 +188,7 @@ class CostTable:
     overhead: dict[int, float] = field(default_factory=dict)
     # n -> decayed [windows, Σx, Σy, Σx², Σxy] of the overhead's fit (observe)
     _fits: dict = field(init=False, default_factory=dict, repr=False)
+    _keys_of: dict = field(init=False, default_factory=dict, repr=False)  # (n, draft) -> its keys (_keys)
 
     def __post_init__(self):
         arity = {len(key) if isinstance(key, tuple) else 0 for key in self.seconds}
@@ -313,8 +314,16 @@ class CostTable:
         residual = math.log(seconds_per_step / (priced * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
         scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
-        for at in self.lengths:
-            self.seconds[self._key(n, k, at)] *= scale
+        seconds = self.seconds
+        for key in self._keys(n, k):
+            seconds[key] *= scale
+
+    def _keys(self, n: int, d: Draft) -> list[tuple]:
+        """(n, d)'s entries' keys, one per length the table has."""
+        keys = self._keys_of.get((n, d))
+        if keys is None:
+            keys = self._keys_of[(n, d)] = [self._key(n, d, at) for at in self.lengths]
+        return keys
 
     def _fit_overhead(self, n: int, entry: float, seconds: float) -> None:
         """A window of n requests whose draft's entry is `entry` took `seconds` per step (at the table's speed: over
@@ -330,11 +339,12 @@ class CostTable:
         now drafts, τ 3.0 against 1.6); in-process at batch 1 / 8 (3 pairs) auto / the best fixed draft 0.988 / 1.063
         -> 0.982 / 1.116. Replays on acceptance traces, whose windows carry no such overhead, lose 0.5 % (the fit
         finds intercepts in their tables' noise)."""
-        fit = self._fits.setdefault(n, [0.0] * 5)
+        fit = self._fits.get(n)
+        if fit is None:
+            fit = self._fits[n] = [0.0] * 5
         keep = 1 - OVERHEAD_RATE
-        for i, v in enumerate((1.0, entry, seconds, entry * entry, entry * seconds)):
-            fit[i] = keep * fit[i] + v
-        w, sx, sy, sxx, sxy = fit
+        w, sx, sy, sxx, sxy = fit[:] = (keep * fit[0] + 1.0, keep * fit[1] + entry, keep * fit[2] + seconds,
+                                        keep * fit[3] + entry * entry, keep * fit[4] + entry * seconds)
         if sxx * w - sx * sx < OVERHEAD_SPREAD * sx * sx:  # entries too alike (one draft, its lengths): no line
             return
         # [sxx sx; sx w + prior] [slope; intercept] = [sxy; sy]
@@ -372,33 +382,49 @@ class AcceptanceCounts:
     accepted: np.ndarray
     trials: np.ndarray
     version: int = 0  # counts `add` calls: estimates computed from these counts stay valid while it is unchanged
+    _steps: tuple = field(init=False, default=(None, 0.0), repr=False, compare=False)  # (version, steps)
 
     @classmethod
     def empty(cls, positions: int) -> "AcceptanceCounts":
         return cls(np.zeros(positions), np.zeros(positions))
 
+    def steps(self) -> float:
+        """The steps counted (the trials at the first position), read from the array once per version: the budget
+        asks every window, and a numpy read after the model's step cost ~2-3 us on this CPU."""
+        if self._steps[0] != self.version:
+            self._steps = (self.version, float(self.trials[0]))
+        return self._steps[1]
+
     def add(self, ks: Sequence[int], taus: Sequence[int]) -> None:
         """Steps that could each accept up to K - 1 drafts (a chain of K; a tree whose depth is K - 1) and accepted
         τ - 1 of them."""
-        self.add_masks(*_step_masks(self.trials.shape[0], ks, taus))
+        positions = self.trials.shape[0]
+        stops = [[0] * (positions + 1), [0] * (positions + 1)]
+        for k, t in zip(ks, taus):
+            _stop(stops, k, t, 1)
+        self.add_counts(*_reached(np.array(stops, dtype=float)))
 
-    def add_masks(self, accepted: np.ndarray, trials: np.ndarray) -> None:
-        """Steps given as _step_masks gives them."""
-        self.accepted = self.accepted + accepted.sum(0)
-        self.trials = self.trials + trials.sum(0)
+    def add_counts(self, accepted: np.ndarray, trials: np.ndarray) -> None:
+        """Per position, the steps that accepted the draft there and those that verified it."""
+        self.accepted = self.accepted + accepted
+        self.trials = self.trials + trials
         self.version += 1
 
 
-def _step_masks(positions: int, ks: Sequence[int], taus: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per step (rows) and draft position (columns): whether the step accepted the draft there, and whether it
-    verified it after accepting the ones before (a trial): with a = τ - 1 accepted, drafts 1..a accepted, draft a + 1
-    rejected (if the step verified it)."""
-    j = _POSITIONS[:positions]
-    k, a = np.asarray(ks) - 1, np.asarray(taus) - 1
-    return j < np.minimum(a, k)[:, None], j < np.minimum(a + 1, k)[:, None]
+def _stop(stops: list, k: int, tau: int, weight) -> None:
+    """A step that could accept up to K - 1 drafts and accepted τ - 1, added (`weight`) to `stops` [accepted, trials]
+    [depth 0..B-1] at the depths where its accepted drafts and its trials end: with a = τ - 1 accepted, drafts 1..a
+    accepted, draft a + 1 rejected (a trial, if the step verified it)."""
+    stops[0][min(tau, k) - 1] += weight
+    stops[1][min(tau, k - 1)] += weight
 
 
-_POSITIONS = np.arange(256)  # draft positions 0, 1, ... (a block has at most 255 drafts)
+def _reached(stops: np.ndarray) -> np.ndarray:
+    """[..., depth 0..B-1] weights of steps by the depth where they end (_stop) -> [..., position 0..B-2] their sum
+    over the steps that reach past each position: the counts per draft position, for steps taken in by the hundred
+    with a few numpy calls (a mask per step and position made the take-in ~30 numpy calls, ~270 us every ~12 windows
+    after the model's steps at batch 1 on this CPU)."""
+    return np.cumsum(stops[..., :0:-1], axis=-1)[..., ::-1]
 
 
 class Fixed:
@@ -488,6 +514,7 @@ class Calibration:
     # expected drafted tokens], decayed
     sums: dict = field(default_factory=dict)
     version: int = 0  # counts `add` calls: prices computed with these factors stand while it is unchanged
+    _factors: tuple = field(init=False, default=(None, None), repr=False, compare=False)  # (version, drafts), factors
 
     def factor(self, d: Draft) -> float:
         """Accepted over expected drafted tokens: the chains' (CALIBRATION_PRIOR pseudo-tokens at 1), or a tree
@@ -498,6 +525,12 @@ class Calibration:
         on this CPU the factor learnt on chain:8 sent 84-144 windows to chain:16 (0.950 / 0.886x chain:8). Calibrated
         per draft or with those drafts apart it did worse (0.89-0.97; bench/results/2026-11-27-cpu-s16)."""
         return self._ratio(self._key(d), self._ratio("chain", 1.0) if d.tree else 1.0)
+
+    def factors(self, drafts: Sequence[Draft]) -> dict[Draft, float]:
+        """factor(d) for each draft, kept while the sums stand (the choice prices every draft per batch)."""
+        if self._factors[0] != (self.version, drafts):
+            self._factors = (self.version, drafts), {d: self.factor(d) for d in drafts}
+        return self._factors[1]
 
     @staticmethod
     def _key(d: Draft) -> str | Draft:
@@ -562,6 +595,8 @@ class AutoBudget:
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
     _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states, pricing)
     _pricing: tuple | None = field(init=False, default=None)  # (its key, windows it may still serve, _priced's tuple)
+    _calibrated_e: tuple = field(init=False, default=((), None))  # (batch, tables, calibration), its expected tokens
+    _measured_trees: bool = field(init=False, default=False)  # every tree size measured enough (_unmeasured)
     # (requests, draft) -> the batch's expected tokens of a step of the draft chosen for it (raw: see Calibration)
     _chosen: dict = field(init=False, default_factory=dict)
     _calibrating: list = field(init=False, default_factory=list)  # windows' calibration, not taken in yet
@@ -750,7 +785,7 @@ class AutoBudget:
         clock.windows += 1
         self._probing = None
         expected, costs, now, rates, best, probe = self._priced(requests, left, length)
-        if best.size > 1 and not self.curve.trials[0]:  # drafting pays at the prior, nothing measured yet: the
+        if best.size > 1 and not self.curve.steps():  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         def regret(d: Draft, factor: float | None = None) -> float:
             """What a window of d loses against the best choice: its time (its entry times `factor`, else as priced
@@ -761,8 +796,8 @@ class AutoBudget:
         # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
         held = best.size == 1
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
-        for size in self.trees:  # ... each takes one window in every tree_probe_every, where exploring may lose it
-            if self.tree_curves[size].tree.trials[0] < TREE_MEASURE_STEPS:
+        for size in self._unmeasured():  # ... each takes a window in every tree_probe_every where exploring may lose it
+            if self.tree_curves[size].tree.steps() < TREE_MEASURE_STEPS:
                 tree = Draft("tree", size)
                 measuring[size] = regret(tree, self.cost.probe_factor if held else None)
                 if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
@@ -796,6 +831,15 @@ class AutoBudget:
         self._probing = probe
         return probe
 
+    def _unmeasured(self) -> Sequence[int]:
+        """The tree sizes that may not be measured enough yet (their counts only grow: once every size is, none)."""
+        if self._measured_trees or not self.trees:
+            return ()
+        if all(self.tree_curves[size].tree.steps() >= TREE_MEASURE_STEPS for size in self.trees):
+            self._measured_trees = True
+            return ()
+        return self.trees
+
     def _priced(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> tuple:
         """What the choice weighs for this batch: per draft its expected tokens (summed over the requests), its cost
         per step (the table's at this batch size and cache length) and as priced now (a switch's extra, below), the
@@ -814,7 +858,11 @@ class AutoBudget:
             self._pricing = (key, kept[1] - 1, kept[2])
             return kept[2]
         n = len(requests)
-        expected = self._calibrated(self._expected_tokens(requests, left), n)
+        # the expected tokens stand while the batch, the estimates and the calibration do: a new cache length's
+        # bucket (most of the misses at batch 1) or a switch prices only the costs anew
+        if self._calibrated_e[0] != key[:3]:
+            self._calibrated_e = (key[:3], self._calibrated(self._expected_tokens(requests, left), n))
+        expected = self._calibrated_e[1]
         costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
         # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
         # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
@@ -830,7 +878,7 @@ class AutoBudget:
             if factor > 1 and d != self._last and d in now:
                 now[d] = costs[d] * (1 + (factor - 1) / SWITCH_HORIZON)
         rates = {d: expected[d] / now[d] for d in self.drafts}
-        priced = (expected, costs, now, rates, _argmax(rates), _argmax({d: v for d, v in rates.items() if d.size > 1}))
+        priced = (expected, costs, now, rates) + _argmax(rates, drafting=True)
         self._pricing = (key, PRICE_WINDOWS - 1, priced)
         return priced
 
@@ -867,8 +915,8 @@ class AutoBudget:
     def _calibrated(self, expected: dict[Draft, float], n: int) -> dict[Draft, float]:
         """A batch of n requests' expected tokens per draft with each draft's drafted tokens (all but the one token a
         step emits per request) scaled by its calibration factor."""
-        factor = self.calibration.factor
-        return {d: e if d.size < 2 else n + factor(d) * (e - n) for d, e in expected.items()}
+        factors = self.calibration.factors(self.drafts)
+        return {d: e if d.size < 2 else n + factors[d] * (e - n) for d, e in expected.items()}
 
     def _left_after(self, requests: Sequence[Hashable], left: Sequence[int], steps: int) -> list[int]:
         """Each request's tokens left after `steps` steps of the last chosen draft, as expected (see choose_ahead)."""
@@ -918,8 +966,12 @@ class AutoBudget:
         (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests, 2-4 %
         of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the device
         runs the window, so that choose() only looks rows up."""
-        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not self.curve.trials[0]):
+        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not self.curve.steps()):
             self._take_in()
+        self._prepare_tables()
+
+    def _prepare_tables(self) -> None:
+        """prepare()'s tables, for what is taken in now."""
         key = (self._forgotten, self._faded, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
             g, misses = self._estimates()
@@ -937,17 +989,23 @@ class AutoBudget:
         # per (row, cap), E of every draft as floats, kept while the tables stand: a batch changes a request or a cap
         # at a time (each request's last block), and numpy's per-call cost after a model step (~3x its cost warm)
         # had made this ~30 % of choose() at batch 8 on this CPU
-        if self._row_e[0] != version:
-            self._row_e = (version, {})
-        cache, table = self._row_e[1], self._prefixes[1]
         pairs = [(self._rows.get(r, 0), cap) for r, cap in zip(requests, caps)]
-        missing = list(dict.fromkeys(p for p in pairs if p not in cache))
-        if missing:  # one numpy call for all of them (each call costs ~10-20 us on an H200's host)
-            rows, at = zip(*missing)
-            cache.update(zip(missing, self._at_caps(table[list(rows)], at).tolist()))
+        cache = self._rows_expected(pairs)
         expected = dict(zip(self.drafts, map(sum, zip(*(cache[p] for p in pairs)))))
         self._expected = (key, expected)
         return expected
+
+    def _rows_expected(self, pairs: Sequence[tuple[int, int]]) -> dict:
+        """The (row, cap) -> E of every draft cache of the prepared tables, with these pairs in it."""
+        version = self._prefixes[0]
+        if self._row_e[0] != version:
+            self._row_e = (version, {})
+        cache = self._row_e[1]
+        missing = list(dict.fromkeys(p for p in pairs if p not in cache))
+        if missing:  # one numpy call for all of them (each call costs ~10-20 us on an H200's host)
+            rows, at = zip(*missing)
+            cache.update(zip(missing, self._at_caps(self._prefixes[1][list(rows)], at).tolist()))
+        return cache
 
     def _depth_tables(self, chains: np.ndarray, misses: dict[int, np.ndarray]) -> np.ndarray:
         """[request, table, τ cap]: E[τ] of the request's chain (table 0) and of each tree size (1, 2, ...) when the
@@ -1030,9 +1088,12 @@ class AutoBudget:
         nothing (on the fixture pair the intake costs 10-12 % of a prefill; on Qwen3-8B with a 5-layer drafter ~1.6 %)."""
         version = (self.curve.version, self.calibration.version)
         if self._defers[0] != version:  # n requests at the global curve: n times one request's rates
-            g, misses = self._estimates()
-            row = self._at_caps(self._depth_tables(g[None], misses), [self.block_size])[0]
-            self._defers = (version, self._calibrated(dict(zip(self.drafts, row.tolist())), 1))
+            # the prepared tables' row 0 (a request with no counts: the global curve) at the block's cap, as
+            # _expected_tokens reads it: the tables the next choice prices from (made apart, ~150 us a prefill at
+            # batch 1 on this CPU)
+            self._prepare_tables()
+            row = self._rows_expected([(0, self.block_size)])[(0, self.block_size)]
+            self._defers = (version, self._calibrated(dict(zip(self.drafts, row)), 1))
         expected = self._defers[1]
         costs = self.cost.costs(n, self.drafts, length)
         return _argmax({d: expected[d] / c for d, c in zip(self.drafts, costs)}).size == 1
@@ -1060,18 +1121,17 @@ class AutoBudget:
         if draft.size < 2:
             self._fade(requests, taus)
             return
-        expected = self._chosen.pop((tuple(requests), draft), None)
-        if expected is not None and not any(finished) and all(taus):  # (a finished request's steps were cut)
-            n = len(requests)
-            accepted = sum(sum(t) / len(t) for t in taus)  # per step, summed over the requests as expected is
-            self._calibrating.append((draft, accepted - n, expected - n))
-        chains = ([list(c) for c in chain_equivalent] if draft.tree
-                  else [[(draft.size, t) for t in r_taus] for r_taus in taus])
-        for c, r_taus, done in zip(chains, taus, finished):
-            if done and c:  # its last step: as deep as what it emitted (its chain's τ is cut there too)
-                c[-1] = (min(c[-1][0], r_taus[-1]), c[-1][1])
-        self._pending.append((list(requests), draft, [list(t) for t in taus], chains))
-        self._pending_steps += max((len(c) for c in chains), default=0)
+        requests, taus = tuple(requests), [list(t) for t in taus]  # (kept: the caller's lists may change)
+        if self._chosen:
+            expected = self._chosen.pop((requests, draft), None)
+            if expected is not None and not any(finished) and all(taus):  # (a finished request's steps were cut)
+                n = len(requests)
+                accepted = sum(sum(t) / len(t) for t in taus)  # per step, summed over the requests as expected is
+                self._calibrating.append((draft, accepted - n, expected - n))
+        # kept, read at the take-in (_count_steps): a chain's steps are its τs
+        chains = [list(c) for c in chain_equivalent] if draft.tree else None
+        self._pending.append((requests, draft, taus, chains, list(finished)))
+        self._pending_steps += max(map(len, taus if chains is None else chains), default=0)
 
     def _fade(self, requests: Sequence[Hashable], taus: Sequence[Sequence[int]]) -> None:
         """AR steps fade the counts of the requests that have any by REQUEST_DECAY per step, as drafted steps do: the
@@ -1113,7 +1173,13 @@ class AutoBudget:
     def _count_steps(self) -> None:
         per_request: dict = {}  # request -> its chain steps (K, τ), oldest first
         trees: dict = {}  # tree size -> (its steps' τ, their argmax chains' (K, τ))
-        for requests, draft, taus, chains in self._pending:
+        for requests, draft, taus, chains, finished in self._pending:
+            # per request its steps (K, τ): a chain's K is its size, a tree's steps count its argmax chain's
+            if chains is None:
+                chains = [[(draft.size, t) for t in r_taus] for r_taus in taus]
+            for c, r_taus, done in zip(chains, taus, finished):
+                if done and c:  # its last step: as deep as what it emitted (its chain's τ is cut there too)
+                    c[-1] = (min(c[-1][0], r_taus[-1]), c[-1][1])
             for r, c in zip(requests, chains):
                 if c:
                     per_request.setdefault(r, []).extend(c)
@@ -1125,18 +1191,22 @@ class AutoBudget:
         self._pending, self._pending_steps = [], 0
         if not per_request:
             return
-        steps = [step for c in per_request.values() for step in c]
-        accepted, trials = _step_masks(self.block_size - 1, *zip(*steps))
-        self.curve.add_masks(accepted, trials)
-        # a request's counts fade by REQUEST_DECAY per step: its m steps, oldest first, weigh decay^(m-1) .. 1
-        per = np.array([len(c) for c in per_request.values()])
-        starts = np.cumsum(per) - per
-        later = np.repeat(starts + per - 1, per) - np.arange(len(steps))  # steps after this one in its request
-        both = np.stack([accepted, trials], axis=1) * (REQUEST_DECAY ** later)[:, None, None]
+        width = self.block_size  # depths 0..B-1 (_stop)
+        every = [[0] * width, [0] * width]  # the drafter's curve: every step once
+        decayed = []  # per request: its steps, a request's counts fade by REQUEST_DECAY per step (oldest first)
+        for c in per_request.values():
+            stops, m = [[0.0] * width, [0.0] * width], len(c)
+            for i, (k, t) in enumerate(c):
+                _stop(every, k, t, 1)
+                _stop(stops, k, t, REQUEST_DECAY ** (m - 1 - i))
+            decayed.append(stops)
+        reached = _reached(np.array([every] + decayed, dtype=float))  # [the curve, then the requests, 2, position]
+        self.curve.add_counts(reached[0, 0], reached[0, 1])
         rows = [self._row_of(r) for r in per_request]
         # AR steps not yet applied (_fade) fade the counts too, as if they came before these (they interleave: close)
-        per = per + np.array([self._fading.pop(row, 0) for row in rows])
-        self._counts[rows] = self._counts[rows] * (REQUEST_DECAY ** per)[:, None, None] + np.add.reduceat(both, starts)
+        fade = np.array([REQUEST_DECAY ** (len(c) + self._fading.pop(row, 0))
+                         for c, row in zip(per_request.values(), rows)])
+        self._counts[rows] = self._counts[rows] * fade[:, None, None] + reached[1:]
         for size, (tree_taus, tree_chains) in trees.items():
             # the tree and its argmax chain counted on the same steps at the same depths: those the chain reaches in
             # the tree. Counting the tree at every depth while its chain is known only as deep as it lies in the
@@ -1191,14 +1261,18 @@ class AutoBudget:
         return "auto"
 
 
-def _argmax(rates: dict[Draft, float]) -> Draft:
+def _argmax(rates: dict[Draft, float], drafting: bool = False):
     """The best rate; on a tie (within rounding) the one listed first (chains by K, then trees), except between two
-    trees: the larger (best-first trees nest: at an equal rate its true expected tokens are at least the smaller's)."""
-    best, best_rate = None, -1.0
+    trees: the larger (best-first trees nest: at an equal rate its true expected tokens are at least the smaller's).
+    With `drafting`: (the best, the best of those that draft), in one pass."""
+    best, best_rate, drafts, drafts_rate = None, -1.0, None, -1.0
     for d, rate in rates.items():
         if rate > best_rate * (1 + 1e-9) or (d.tree and best.tree and rate >= best_rate * (1 - 1e-9)):
             best, best_rate = d, rate
-    return best
+        if drafting and d.size > 1 and (rate > drafts_rate * (1 + 1e-9)
+                                        or (d.tree and drafts.tree and rate >= drafts_rate * (1 - 1e-9))):
+            drafts, drafts_rate = d, rate
+    return (best, drafts) if drafting else best
 
 
 def _expected_by_depth(p: np.ndarray) -> np.ndarray:
@@ -1214,7 +1288,7 @@ def _expected_by_depth(p: np.ndarray) -> np.ndarray:
 def _treed(p: np.ndarray, miss: np.ndarray, most: float = MAX_ACCEPTANCE) -> np.ndarray:
     """A tree's curve from a chain curve: the chain's rejection rate times the tree's miss factor, kept within
     [0, most]."""
-    return np.clip(1 - (1 - p) * miss, 0.0, most)
+    return np.minimum(np.maximum(1 - (1 - p) * miss, 0.0), most)  # (np.clip: a Python wrapper's calls more)
 
 
 def _shrink(toward, accepted: np.ndarray, trials: np.ndarray, weight: float) -> np.ndarray:
