@@ -595,7 +595,8 @@ class AutoBudget:
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
     _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states, pricing)
     _pricing: tuple | None = field(init=False, default=None)  # (its key, windows it may still serve, _priced's tuple)
-    _calibrated_e: tuple = field(init=False, default=((), None))  # (batch, tables, calibration), its expected tokens
+    # (batch, tables, calibration): its expected tokens, calibrated and raw
+    _calibrated_e: tuple = field(init=False, default=((), None, None))
     _measured_trees: bool = field(init=False, default=False)  # every tree size measured enough (_unmeasured)
     # (requests, draft) -> the batch's expected tokens of a step of the draft chosen for it (raw: see Calibration)
     _chosen: dict = field(init=False, default_factory=dict)
@@ -707,7 +708,7 @@ class AutoBudget:
         if self._last.size > 1 and self._probing is None:
             if len(self._chosen) >= 64:  # (choices whose windows never came: made ahead and not used)
                 self._chosen.clear()
-            self._chosen[(tuple(requests), self._last)] = self._expected_tokens(requests, left)[self._last]
+            self._chosen[(tuple(requests), self._last)] = self._pricing[2][6][self._last]  # (this batch's: _choose)
         return self._last
 
     def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
@@ -784,7 +785,7 @@ class AutoBudget:
         clock = self.tree_clock
         clock.windows += 1
         self._probing = None
-        expected, costs, now, rates, best, probe = self._priced(requests, left, length)
+        expected, costs, now, rates, best, probe, _ = self._priced(requests, left, length)
         if best.size > 1 and not self.curve.steps():  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         def regret(d: Draft, factor: float | None = None) -> float:
@@ -843,7 +844,8 @@ class AutoBudget:
     def _priced(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> tuple:
         """What the choice weighs for this batch: per draft its expected tokens (summed over the requests), its cost
         per step (the table's at this batch size and cache length) and as priced now (a switch's extra, below), the
-        rate (tokens per second) priced so, the best draft, and the best drafting one (the probe of an AR stretch).
+        rate (tokens per second) priced so, the best draft, the best drafting one (the probe of an AR stretch), and
+        the expected tokens before the calibration (what a chosen draft's window is paired with: Calibration).
 
         Reused for up to PRICE_WINDOWS windows while the batch (its requests and their caps), the estimates, the draft
         chosen last and the cache length to within LENGTH_STEP positions stand: the cost table moves a little every
@@ -861,8 +863,9 @@ class AutoBudget:
         # the expected tokens stand while the batch, the estimates and the calibration do: a new cache length's
         # bucket (most of the misses at batch 1) or a switch prices only the costs anew
         if self._calibrated_e[0] != key[:3]:
-            self._calibrated_e = (key[:3], self._calibrated(self._expected_tokens(requests, left), n))
-        expected = self._calibrated_e[1]
+            raw = self._expected_tokens(requests, left)
+            self._calibrated_e = (key[:3], self._calibrated(raw, n), raw)
+        expected, raw = self._calibrated_e[1:]
         costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
         # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
         # once: the extra is spread over the SWITCH_HORIZON windows a new choice is taken to hold. Where switching is
@@ -878,7 +881,7 @@ class AutoBudget:
             if factor > 1 and d != self._last and d in now:
                 now[d] = costs[d] * (1 + (factor - 1) / SWITCH_HORIZON)
         rates = {d: expected[d] / now[d] for d in self.drafts}
-        priced = (expected, costs, now, rates) + _argmax(rates, drafting=True)
+        priced = (expected, costs, now, rates) + _argmax(rates, drafting=True) + (raw,)
         self._pricing = (key, PRICE_WINDOWS - 1, priced)
         return priced
 
@@ -931,7 +934,8 @@ class AutoBudget:
 
     def _caps(self, left: Sequence[int]) -> tuple[int, ...]:
         """Each request's cap on a step's τ: the tokens it has left, within 1..block_size."""
-        return tuple(max(1, min(x, self.block_size)) for x in left)
+        b = self.block_size
+        return tuple([max(1, min(x, b)) for x in left])
 
     def _batch_key(self, requests: Sequence[Hashable], left: Sequence[int] | None) -> tuple:
         return tuple(requests), None if left is None else self._caps(left)
@@ -1122,15 +1126,10 @@ class AutoBudget:
             self._fade(requests, taus)
             return
         requests, taus = tuple(requests), [list(t) for t in taus]  # (kept: the caller's lists may change)
-        if self._chosen:
-            expected = self._chosen.pop((requests, draft), None)
-            if expected is not None and not any(finished) and all(taus):  # (a finished request's steps were cut)
-                n = len(requests)
-                accepted = sum(sum(t) / len(t) for t in taus)  # per step, summed over the requests as expected is
-                self._calibrating.append((draft, accepted - n, expected - n))
+        expected = self._chosen.pop((requests, draft), None) if self._chosen else None  # (calibrated at the take-in)
         # kept, read at the take-in (_count_steps): a chain's steps are its τs
         chains = [list(c) for c in chain_equivalent] if draft.tree else None
-        self._pending.append((requests, draft, taus, chains, list(finished)))
+        self._pending.append((requests, draft, taus, chains, list(finished), expected))
         self._pending_steps += max(map(len, taus if chains is None else chains), default=0)
 
     def _fade(self, requests: Sequence[Hashable], taus: Sequence[Sequence[int]]) -> None:
@@ -1173,7 +1172,11 @@ class AutoBudget:
     def _count_steps(self) -> None:
         per_request: dict = {}  # request -> its chain steps (K, τ), oldest first
         trees: dict = {}  # tree size -> (its steps' τ, their argmax chains' (K, τ))
-        for requests, draft, taus, chains, finished in self._pending:
+        for requests, draft, taus, chains, finished, expected in self._pending:
+            if expected is not None and not any(finished) and all(taus):  # (a finished request's steps were cut)
+                n = len(requests)
+                accepted = sum(sum(t) / len(t) for t in taus)  # per step, summed over the requests as expected is
+                self._calibrating.append((draft, accepted - n, expected - n))
             # per request its steps (K, τ): a chain's K is its size, a tree's steps count its argmax chain's
             if chains is None:
                 chains = [[(draft.size, t) for t in r_taus] for r_taus in taus]
