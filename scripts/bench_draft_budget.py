@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Draft budgets side by side, in one process: AR and every `--draft` mode on the same engine, interleaved batch by
-batch (the order rotates per batch, so a drifting machine load hits every mode alike), greedy.
+batch (the order changes per batch, so a drifting machine load hits every mode alike, and every mode runs right after
+every other equally often: see _orders), greedy.
 
     python scripts/bench_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 40] [--max-new-tokens 128] [--batch-sizes 1,8]
@@ -148,8 +149,7 @@ def main(argv=None) -> int:
 
         engine.step_runner.read, engine.step_runner.discard = counting_read, counting_discard
         engine.step_runner.prefill = timed_prefill
-        for i, batch in enumerate(batches):
-            order = all_modes[i % len(all_modes):] + all_modes[: i % len(all_modes)]
+        for batch, order in zip(batches, _orders(all_modes, len(batches))):
             for mode in order:
                 kw = {"use_drafter": False} if mode == "ar" else {"draft": mode}
                 graphs, capturing = len(engine.step_runner.graphs), engine.step_runner.capture_s
@@ -226,6 +226,29 @@ def main(argv=None) -> int:
                              f"({1e3 * r['capture_s']:.0f}) | {r['steady_tok_s']:.1f} | {r['steady_vs_ar']:.3f}x |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["equal_to_ar"] for res in report["results"].values() for r in res["rows"].values()) else 1
+
+
+def _orders(modes: list[str], count: int) -> list[list[str]]:
+    """The order the modes run in for each of `count` batches: the rows of a Williams design in turn, a Latin square
+    (every mode in every place once) in which every mode runs right after every other mode equally often (for an odd
+    number of modes, its rows and then the same rows reversed). Why: a window's cost depends on what ran before it
+    (caches, the allocator's heap), and so does a run's: decode-only at batch 1 on this CPU (2026-11-27,
+    bench/results/2026-11-27-cpu-s17/predecessor.py, 80 prompts paired), chain:8 took 1.2 % longer right after AR
+    than right after tree:32 (median 1.8 %, 63 of 80 prompts). Rotated instead (each batch's order the one before
+    shifted by one), every mode ran after the same mode in all but one batch of every len(modes): with the six modes
+    by default, auto after tree:32 and chain:8 after chain:4; with four, chain:8 after AR."""
+    n = len(modes)
+    first, low, high = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...: each row is it shifted
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [[(x + shift) % n for x in first] for shift in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [[modes[x] for x in rows[i % len(rows)]] for i in range(count)]
 
 
 def _collect(device: str) -> None:

@@ -528,3 +528,27 @@ def test_draft_budget_bench_frees_each_batch_size_engine_before_the_next(monkeyp
             gc.enable()
     assert "batch 2 (cpu" in capsys.readouterr().out
     assert alive_at_build == [[], [False]]
+
+
+def test_draft_budget_bench_runs_every_mode_after_every_other_equally_often():
+    """scripts/bench_draft_budget.py interleaves the modes batch by batch: over a cycle of its orders every mode runs in
+    every place equally often (a drifting machine hits all alike) and right after every other mode equally often (a
+    run's cost depends on what ran before it). Rotated orders had auto run after tree:32 in 6 batches of 7."""
+    import collections
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_draft_budget",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / "bench_draft_budget.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for n in range(2, 9):
+        modes = [f"m{i}" for i in range(n)]
+        cycle = n if n % 2 == 0 else 2 * n
+        orders = module._orders(modes, 2 * cycle)
+        assert orders[:cycle] == orders[cycle:]  # (a cycle, then again)
+        assert all(sorted(order) == modes for order in orders)
+        after = collections.Counter((a, b) for order in orders[:cycle] for a, b in zip(order, order[1:]))
+        assert set(after) == {(a, b) for a in modes for b in modes if a != b}
+        assert len(set(after.values())) == 1
+        places = collections.Counter((i, mode) for order in orders[:cycle] for i, mode in enumerate(order))
+        assert len(places) == n * n and len(set(places.values())) == 1
