@@ -1125,6 +1125,49 @@ def test_draft_on_the_command_line(capsys):
     assert "disagree" in capsys.readouterr().err
 
 
+def test_the_take_in_counts_every_step_as_the_definition_says():
+    """The take-in's counts against the definition, step by step: a step that could accept up to K - 1 drafts and
+    accepted τ - 1 counts a trial at positions 0..min(τ, K - 1) - 1 and an acceptance at 0..min(τ, K) - 2; the
+    drafter's curve counts every step once, a request's counts weigh its steps by REQUEST_DECAY per later step (its
+    own, drafted or AR) and fade its earlier counts alike; a tree's steps count its argmax chain's (K, τ); a finished
+    request's last step counts no rejection. (The take-in sums each position's steps by where they end, not a mask per
+    step: this pins it to the masks.)"""
+    from dflash_trt.spec.budget import REQUEST_DECAY
+
+    budget = AutoBudget(16, CostTable(flat_costs()), trees=AUTO_TREES)
+    windows = [  # (requests, draft, taus, chains, finished)
+        (["a", "b"], chain(8), [[3, 8], [1]], [], [False, False]),
+        (["a", "b"], Draft("tree", 16), [[5], [2]], [[(6, 4)], [(4, 2)]], [False, False]),
+        (["a", "b"], chain(4), [[4, 2, 1], [2]], [], [False, True]),
+        (["a"], chain(16), [[16, 9]], [], [False]),
+    ]
+    steps: dict = {}  # request -> its counted steps (K, τ), oldest first
+    for requests, draft, taus, chains, finished in windows:
+        budget.observe_window(requests, draft, taus, chains, finished)
+        for i, (r, t) in enumerate(zip(requests, taus)):
+            counted = chains[i] if draft.tree else [(draft.size, x) for x in t]
+            if finished[i]:
+                counted = counted[:-1] + [(min(counted[-1][0], t[-1]), counted[-1][1])]
+            steps.setdefault(r, []).extend(counted)
+    budget.prepare(now=True)
+    j = np.arange(15)
+
+    def masks(k, tau):
+        return (j < min(tau, k) - 1).astype(float), (j < min(tau, k - 1)).astype(float)
+
+    every = [masks(k, t) for r_steps in steps.values() for k, t in r_steps]
+    assert budget.curve.accepted.tolist() == sum(a for a, _ in every).tolist()
+    assert budget.curve.trials.tolist() == sum(t for _, t in every).tolist()
+    for r, r_steps in steps.items():
+        want = sum(np.stack(masks(k, t)) * REQUEST_DECAY ** (len(r_steps) - 1 - i) for i, (k, t) in enumerate(r_steps))
+        np.testing.assert_allclose(budget._counts[budget._rows[r]], want, rtol=1e-12)
+    # b's last step (chain:4, τ 2, finished: its K cut to 2) counts no rejection at position 1; unfinished it would
+    assert budget.curve.trials[1] == sum(t[1] for _, t in every) == sum(masks(k, t)[1][1] for k, t in steps["a"]) + 1
+    tree = budget.tree_curves[16]
+    assert tree.tree.trials.tolist() == (masks(6, 5)[1] + masks(4, 2)[1]).tolist()
+    assert tree.chain.accepted.tolist() == (masks(6, 4)[0] + masks(4, 2)[0]).tolist()
+
+
 def test_kept_observations_are_taken_in_as_if_one_by_one():
     """A scheduler's windows are kept (observe_window) and taken in every few steps (prepare), every request at once:
     the drafter's curve, each request's decayed counts and the trees' paired counts come out as observing them one
