@@ -1419,10 +1419,11 @@ def test_a_batch_last_observations_wait_for_the_next_window():
     assert engine.untaken_budget is first.budget  # handed over
     pending, version, calls = bool(first.budget._pending), engine.draft_curve.version, []
     take_in = first.budget.prepare
-    first.budget.prepare = lambda now=False: (calls.append(now), take_in(now))[1]
+    first.budget.prepare = lambda now=False, tables=True: (calls.append((now, tables)), take_in(now, tables))[1]
     second = engine.new_scheduler(draft="auto")
     second._overlap = True
     second.add(1, PROMPTS[1], params)
     second.step()  # prefill + its first window, which takes the first batch's last observations in
-    assert calls == [True] and engine.untaken_budget is None and not first.budget._pending
+    # (its tables not made: that budget makes no more choices)
+    assert calls == [(True, False)] and engine.untaken_budget is None and not first.budget._pending
     assert pending and engine.draft_curve.version > version  # its steps counted

@@ -329,7 +329,7 @@ class BatchScheduler:
         and are taken in first. During a hold (AutoBudget.hold) they wait for its end (`_settle`), unless `now`."""
         untaken, self.engine.untaken_budget = self.engine.untaken_budget, None
         if untaken is not None and untaken is not self.budget:
-            untaken.prepare(now=True)
+            untaken.prepare(now=True, tables=False)
         if self._hold is not None and not now:  # a held window's: they wait for the hold's end
             if self._unobserved is not None:
                 self._hold.waiting.append((self._hand_in_window, self._unobserved))
@@ -337,7 +337,7 @@ class BatchScheduler:
             return
         self._settle()
         self._hand_in()
-        self.budget.prepare(now=self._overlap or now)
+        self.budget.prepare(now=self._overlap or now, tables=not now)
 
     def _hand_in(self) -> None:
         """The last window's observations handed to the budget (kept there until it takes them in)."""

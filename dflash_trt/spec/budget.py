@@ -457,7 +457,7 @@ class Fixed:
     def commit_ahead(self) -> Draft:
         return self.draft
 
-    def prepare(self, now: bool = False) -> None:
+    def prepare(self, now: bool = False, tables: bool = True) -> None:
         pass
 
     def defers_context(self, n: int, length: int | None = None) -> bool:
@@ -962,17 +962,20 @@ class AutoBudget:
         c = self.tree_clock
         c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._last, self._probing = state
 
-    def prepare(self, now: bool = False) -> None:
+    def prepare(self, now: bool = False, tables: bool = True) -> None:
         """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), or `now`
         (a scheduler whose device runs the window meanwhile, where taking them in costs the window nothing), and
         bring the E-by-depth tables up to date with what was taken in: per row of counts (row 0: a request not
         observed yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at once
         (numpy: ~40 us for 1-64 requests, where a loop per request and depth took 0.1-0.2 ms at 8-16 requests, 2-4 %
         of a 5 ms window of the device loop on an H200). choose() calls it; a scheduler calls it while the device
-        runs the window, so that choose() only looks rows up."""
+        runs the window, so that choose() only looks rows up. Not the tables where no window follows (`tables`
+        False: a batch's end, where the budget may be dropped with its scheduler; the next choice makes them, the
+        same): ~150 us a request at batch 1 on this CPU, for a budget per generate call."""
         if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not self.curve.steps()):
             self._take_in()
-        self._prepare_tables()
+        if tables:
+            self._prepare_tables()
 
     def _prepare_tables(self) -> None:
         """prepare()'s tables, for what is taken in now."""
