@@ -414,7 +414,8 @@ class AcceptanceCounts:
 def _stop(stops: list, k: int, tau: int, weight) -> None:
     """A step that could accept up to K - 1 drafts and accepted τ - 1, added (`weight`) to `stops` [accepted, trials]
     [depth 0..B-1] at the depths where its accepted drafts and its trials end: with a = τ - 1 accepted, drafts 1..a
-    accepted, draft a + 1 rejected (a trial, if the step verified it)."""
+    accepted, draft a + 1 rejected (a trial, if the step verified it). K beyond the block counts as the block."""
+    k = min(k, len(stops[0]))
     stops[0][min(tau, k) - 1] += weight
     stops[1][min(tau, k - 1)] += weight
 
