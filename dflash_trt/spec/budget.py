@@ -799,14 +799,15 @@ class AutoBudget:
         held = best.size == 1
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
         for size in self._unmeasured():  # ... each takes a window in every tree_probe_every where exploring may lose it
-            if self.tree_curves[size].tree.steps() < TREE_MEASURE_STEPS:
-                tree = Draft("tree", size)
-                measuring[size] = regret(tree, self.cost.probe_factor if held else None)
-                if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
-                    clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
-                    if held:
-                        self._probing = tree  # its window teaches probe_factor, as a probe's does
-                    return tree
+            if not held and clock.windows % self.tree_probe_every:  # (no measurement window: its regret unused)
+                continue
+            tree = Draft("tree", size)
+            measuring[size] = regret(tree, self.cost.probe_factor if held else None)
+            if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
+                clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
+                if held:
+                    self._probing = tree  # its window teaches probe_factor, as a probe's does
+                return tree
         if best.size > 1:  # drafting on merit: its windows refresh the estimates, as a probe's would; the backoff
             # stands (restarted here, a server whose load ends in a drain, where the last few requests draft on merit,
             # probed its full batch from every 4 windows again after each; in-process like the server, one scheduler
@@ -833,14 +834,14 @@ class AutoBudget:
         self._probing = probe
         return probe
 
-    def _unmeasured(self) -> Sequence[int]:
-        """The tree sizes that may not be measured enough yet (their counts only grow: once every size is, none)."""
-        if self._measured_trees or not self.trees:
-            return ()
-        if all(self.tree_curves[size].tree.steps() >= TREE_MEASURE_STEPS for size in self.trees):
-            self._measured_trees = True
-            return ()
-        return self.trees
+    def _unmeasured(self) -> list[int]:
+        """The tree sizes not measured enough yet (fewer than TREE_MEASURE_STEPS steps; their counts only grow: once
+        every size is, none are asked again)."""
+        if self._measured_trees:
+            return []
+        sizes = [size for size in self.trees if self.tree_curves[size].tree.steps() < TREE_MEASURE_STEPS]
+        self._measured_trees = not sizes
+        return sizes
 
     def _priced(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> tuple:
         """What the choice weighs for this batch: per draft its expected tokens (summed over the requests), its cost
