@@ -228,6 +228,28 @@ def test_a_probes_window_does_not_calibrate_the_estimates():
     assert budget.calibration.sums["chain"][0] > 0
 
 
+def test_a_drafter_that_lost_its_context_does_not_calibrate_the_estimates():
+    """A plain AR window (needs_context False: no probe near) leaves the drafter without the context of its steps; the
+    drafting windows after it accept less for that until the drafter has been fed again (a batch held at AR that
+    drains to a few requests drafts with such a drafter). So they leave the calibration alone for TAP_LEAD drafted
+    steps (counted, the chains' factor fell to 0.72-0.78 in-process at 4 requests and auto held AR there); after
+    them a window drafting on merit calibrates it."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=6.0, trees=()), refine=False), probe_every=10 ** 6)
+    budget.observe("b", chain(16), [16] * 40)  # b accepts everything: it drafts on merit
+    budget.observe("a", chain(16), [1] * 20)  # a's first drafts all rejected: held at AR, no probe near
+    assert budget.choose(["a"]).size == 1 and not budget.needs_context(1)  # a plain AR window
+    for _ in range(TAP_LEAD):
+        d = budget.choose(["b"])
+        assert d.size > 1 and budget._probing is None
+        budget.observe_window(["b"], d, [[16]])
+    budget.prepare(now=True)
+    assert budget.calibration.sums == {}
+    d = budget.choose(["b"])
+    budget.observe_window(["b"], d, [[16]])
+    budget.prepare(now=True)
+    assert budget.calibration.sums["chain"][0] > 0
+
+
 def test_ar_steps_fade_a_requests_estimate_back_to_the_drafters():
     """A request's counts fade by REQUEST_DECAY per step, its AR steps too: one that fell to AR in a hard passage (a
     few rejected drafts where the drafter does well overall) drafts again after a few AR windows, without waiting for

@@ -602,6 +602,9 @@ class AutoBudget:
     # (requests, draft) -> the batch's expected tokens of a step of the draft chosen for it (raw: see Calibration)
     _chosen: dict = field(init=False, default_factory=dict)
     _calibrating: list = field(init=False, default_factory=list)  # windows' calibration, not taken in yet
+    # drafted steps observed since the last plain AR window (needs_context False), whose requests' drafter lost its
+    # context: a drafting window is calibrated only once TAP_LEAD of them have fed it again (choose)
+    _fed: int = field(init=False, default=TAP_LEAD)
 
     def __post_init__(self):
         self.drafts = auto_drafts(self.block_size, self.trees)
@@ -706,7 +709,12 @@ class AutoBudget:
         # measurement's in an AR stretch): its drafter sees the context the AR windows left pending, or none of it,
         # and accepts less for that — a drafting window on merit does not (held at AR through the server at 4
         # requests, auto / AR 1.15 -> 1.04, τ 1.16, with the probes' windows in the chains' factor)
-        if self._last.size > 1 and self._probing is None:
+        # nor a window whose drafter lost its context in plain AR windows and has not been fed TAP_LEAD steps since:
+        # a batch held at AR that drains to a few requests drafts on merit with such a drafter, accepting 0.25-0.49 of
+        # what is expected; counted, the chains' factor fell to 0.72-0.78 in 4 of 6 runs in-process at 4 requests with
+        # 1 ms of host work per window, and auto held AR there (0.97-1.03x AR where chain:8 gave 1.16x; with the
+        # factors at 1 it drafted in 3 of 3 runs, 1.07-1.10x: bench/results/2026-11-27-cpu-s17/NOTES.md)
+        if self._last.size > 1 and self._probing is None and self._fed >= TAP_LEAD:
             if len(self._chosen) >= 64:  # (choices whose windows never came: made ahead and not used)
                 self._chosen.clear()
             self._chosen[(tuple(requests), self._last)] = self._pricing[2][6][self._last]  # (this batch's: _choose)
@@ -1048,8 +1056,11 @@ class AutoBudget:
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
         c = self.tree_clock
-        return (self._drafts_fewer or self._near_probe(self._at_one, self._held_s, steps)
-                or self._tree_near(c.windows, c.since_s, steps))
+        feeds = (self._drafts_fewer or self._near_probe(self._at_one, self._held_s, steps)
+                 or self._tree_near(c.windows, c.since_s, steps))
+        if not feeds:  # a plain AR window: the drafter's context restarts after it (see _fed)
+            self._fed = 0
+        return feeds
 
     def _tree_measures(self, windows: int, since_s: float, regret: float) -> bool:
         """Whether window `windows` of the tree clock measures a tree size not measured enough yet whose window would
@@ -1135,7 +1146,9 @@ class AutoBudget:
         # kept, read at the take-in (_count_steps): a chain's steps are its τs
         chains = [list(c) for c in chain_equivalent] if draft.tree else None
         self._pending.append((requests, draft, taus, chains, list(finished), expected))
-        self._pending_steps += max(map(len, taus if chains is None else chains), default=0)
+        steps = max(map(len, taus if chains is None else chains), default=0)
+        self._pending_steps += steps
+        self._fed += steps
 
     def _fade(self, requests: Sequence[Hashable], taus: Sequence[Sequence[int]]) -> None:
         """AR steps fade the counts of the requests that have any by REQUEST_DECAY per step, as drafted steps do: the
