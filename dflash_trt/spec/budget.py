@@ -711,9 +711,10 @@ class AutoBudget:
         # requests, auto / AR 1.15 -> 1.04, τ 1.16, with the probes' windows in the chains' factor)
         # nor a window whose drafter lost its context in plain AR windows and has not been fed TAP_LEAD steps since:
         # a batch held at AR that drains to a few requests drafts on merit with such a drafter, accepting 0.25-0.49 of
-        # what is expected; counted, the chains' factor fell to 0.72-0.78 in 4 of 6 runs in-process at 4 requests with
-        # 1 ms of host work per window, and auto held AR there (0.97-1.03x AR where chain:8 gave 1.16x; with the
-        # factors at 1 it drafted in 3 of 3 runs, 1.07-1.10x: bench/results/2026-11-27-cpu-s17/NOTES.md)
+        # what is expected; counted, auto held AR in 5 of 8 runs in-process at 4 requests with 1 ms of host work per
+        # window (0.95-1.03x AR where chain:8 gave 1.12-1.19x; in 4 of them the chains' factor had fallen to
+        # 0.72-0.78); with the factors at 1 it drafted in 3 of 3, and with this rule in 4 of 4 (1.07-1.12x):
+        # bench/results/2026-11-27-cpu-s17/NOTES.md
         if self._last.size > 1 and self._probing is None and self._fed >= TAP_LEAD:
             if len(self._chosen) >= 64:  # (choices whose windows never came: made ahead and not used)
                 self._chosen.clear()
