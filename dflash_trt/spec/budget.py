@@ -601,7 +601,6 @@ class AutoBudget:
     _measured_trees: bool = field(init=False, default=False)  # every tree size measured enough (_unmeasured)
     # (requests, draft) -> the batch's expected tokens of a step of the draft chosen for it (raw: see Calibration)
     _chosen: dict = field(init=False, default_factory=dict)
-    _calibrating: list = field(init=False, default_factory=list)  # windows' calibration, not taken in yet
     # drafted steps observed since the last plain AR window (needs_context False), whose requests' drafter lost its
     # context: a drafting window is calibrated only once TAP_LEAD of them have fed it again (choose)
     _fed: int = field(init=False, default=TAP_LEAD)
@@ -808,8 +807,6 @@ class AutoBudget:
         held = best.size == 1
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
         for size in self._unmeasured():  # ... each takes a window in every tree_probe_every where exploring may lose it
-            if not held and clock.windows % self.tree_probe_every:  # (no measurement window: its regret unused)
-                continue
             tree = Draft("tree", size)
             measuring[size] = regret(tree, self.cost.probe_factor if held else None)
             if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
@@ -892,7 +889,8 @@ class AutoBudget:
             if factor > 1 and d != self._last and d in now:
                 now[d] = costs[d] * (1 + (factor - 1) / SWITCH_HORIZON)
         rates = {d: expected[d] / now[d] for d in self.drafts}
-        priced = (expected, costs, now, rates) + _argmax(rates, drafting=True) + (raw,)
+        priced = (expected, costs, now, rates, _argmax(rates), _argmax({d: v for d, v in rates.items() if d.size > 1}),
+                  raw)
         self._pricing = (key, PRICE_WINDOWS - 1, priced)
         return priced
 
@@ -1177,13 +1175,10 @@ class AutoBudget:
         self._faded += 1
 
     def _take_in(self) -> None:
-        """The kept windows' steps, every request's at once (numpy): the drafter's curve, each request's decayed
-        counts (its steps in order), the trees' paired counts; then the rows of the requests that ended meanwhile are
-        freed."""
+        """The kept windows' steps, every request's at once (numpy): the calibration's pairs, the drafter's curve, each
+        request's decayed counts (its steps in order), the trees' paired counts; then the rows of the requests that
+        ended meanwhile are freed."""
         self._count_steps()
-        if self._calibrating:
-            self.calibration.add(self._calibrating)
-            self._calibrating = []
         ending, self._ending = self._ending, set()
         for request_id in ending:
             self._free_row(request_id)
@@ -1191,11 +1186,12 @@ class AutoBudget:
     def _count_steps(self) -> None:
         per_request: dict = {}  # request -> its chain steps (K, τ), oldest first
         trees: dict = {}  # tree size -> (its steps' τ, their argmax chains' (K, τ))
+        calibrating = []  # (draft, drafted tokens accepted, expected) of the windows a choice paired (choose)
         for requests, draft, taus, chains, finished, expected in self._pending:
             if expected is not None and not any(finished) and all(taus):  # (a finished request's steps were cut)
                 n = len(requests)
                 accepted = sum(sum(t) / len(t) for t in taus)  # per step, summed over the requests as expected is
-                self._calibrating.append((draft, accepted - n, expected - n))
+                calibrating.append((draft, accepted - n, expected - n))
             # per request its steps (K, τ): a chain's K is its size, a tree's steps count its argmax chain's
             if chains is None:
                 chains = [[(draft.size, t) for t in r_taus] for r_taus in taus]
@@ -1211,6 +1207,8 @@ class AutoBudget:
                     tree_taus.extend(r_taus[: len(c)])
                     tree_chains.extend(c)
         self._pending, self._pending_steps = [], 0
+        if calibrating:
+            self.calibration.add(calibrating)
         if not per_request:
             return
         width = self.block_size  # depths 0..B-1 (_stop)
@@ -1283,18 +1281,14 @@ class AutoBudget:
         return "auto"
 
 
-def _argmax(rates: dict[Draft, float], drafting: bool = False):
+def _argmax(rates: dict[Draft, float]) -> Draft:
     """The best rate; on a tie (within rounding) the one listed first (chains by K, then trees), except between two
-    trees: the larger (best-first trees nest: at an equal rate its true expected tokens are at least the smaller's).
-    With `drafting`: (the best, the best of those that draft), in one pass."""
-    best, best_rate, drafts, drafts_rate = None, -1.0, None, -1.0
+    trees: the larger (best-first trees nest: at an equal rate its true expected tokens are at least the smaller's)."""
+    best, best_rate = None, -1.0
     for d, rate in rates.items():
         if rate > best_rate * (1 + 1e-9) or (d.tree and best.tree and rate >= best_rate * (1 - 1e-9)):
             best, best_rate = d, rate
-        if drafting and d.size > 1 and (rate > drafts_rate * (1 + 1e-9)
-                                        or (d.tree and drafts.tree and rate >= drafts_rate * (1 - 1e-9))):
-            drafts, drafts_rate = d, rate
-    return (best, drafts) if drafting else best
+    return best
 
 
 def _expected_by_depth(p: np.ndarray) -> np.ndarray:
