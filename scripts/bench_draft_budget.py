@@ -6,15 +6,17 @@ every other equally often: see _orders), greedy.
     python scripts/bench_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 40] [--max-new-tokens 128] [--batch-sizes 1,8]
         [--modes chain:4,chain:8,chain:16,tree:16,tree:32,auto] [--torch-threads 1] [--device cpu|cuda]
-        [--decode-loop auto|host|device] [--steps-per-sync 4] [--warmup 0] [--output DIR]
+        [--decode-loop auto|host|device] [--steps-per-sync 4] [--warmup 0] [--graphs up-front|first-use] [--output DIR]
 
 `dflash-trt bench` measures one DFlash mode against AR per run; comparing modes across runs mixes in the machine's
 drift between runs (on a shared 2-core VM the AR rate moves by 10 % from one run to the next). Here every mode runs
 on every batch of prompts in the same minute. auto starts from nothing (its cost table is measured before the timed
 part, its acceptance curves are learnt during it, as a fresh server would). Every mode's tokens must equal AR's.
 The engine runs its default decode loop unless --decode-loop says (on a GPU with the plugin kernels: the device loop's
-CUDA graphs, each shape captured on first use); --warmup N first runs every mode on N batches untimed (graphs
-captured, kernels warm), then forgets what auto learnt there.
+CUDA graphs). Before timing, every step shape of every mode is captured, as a server does at start (--graphs
+first-use instead leaves each shape to its first window, as an embedded generate() does: auto meets more shapes than a
+fixed mode, some first inside the timed part, and on an H200 those first uses were 2-5 % of its time at batch 8 / 16);
+--warmup N then runs every mode on N batches untimed (kernels warm), and auto forgets what it learnt there.
 
 Prints and writes (results.json, README.md): per batch size and mode, decode tok/s, its ratio to AR, mean τ, the CUDA
 graphs captured inside the timed part and the time their first uses took, the steady rate without that time, the
@@ -58,6 +60,10 @@ def main(argv=None) -> int:
                         "where CUDA graphs run, else host")
     p.add_argument("--steps-per-sync", type=int, default=4, help="steps per window of the device loop (default 4)")
     p.add_argument("--warmup", type=int, default=0, help="untimed batches of every mode before timing (default 0)")
+    p.add_argument("--graphs", choices=("up-front", "first-use"), default="up-front",
+                   help="CUDA graphs: up-front (default) captures every step shape of every mode before timing, as a "
+                        "server does at start (BatchScheduler.capture_graphs); first-use leaves each shape to its first "
+                        "window, as an embedded generate() does (the steady line then subtracts those windows' time)")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
 
@@ -109,6 +115,14 @@ def main(argv=None) -> int:
         costs = {_entry(key): round(s * 1e3, 4) for key, s in sorted(measured.items()) if key[0] in (1, size)}
         print(f"batch {size}: auto's measured cost table, ms per step: {costs}", flush=True)
         all_modes = ["ar"] + modes
+        up_front = (0, 0.0)
+        if args.graphs == "up-front":  # (none on a CPU: no CUDA graphs there)
+            for mode in all_modes:
+                scheduler = engine.new_scheduler(use_drafter=mode != "ar", draft=None if mode == "ar" else mode)
+                up_front = tuple(a + b for a, b in zip(up_front, scheduler.capture_graphs()))
+            scheduler = None
+            if up_front[0]:
+                print(f"batch {size}: {up_front[0]} CUDA graphs captured up front in {up_front[1]:.1f} s", flush=True)
         for batch in batches[: args.warmup]:
             for mode in all_modes:
                 engine.generate(batch, params, **({"use_drafter": False} if mode == "ar" else {"draft": mode}))
@@ -186,7 +200,7 @@ def main(argv=None) -> int:
         best_fixed = max((m for m in modes if m != "auto"), key=lambda m: rows[m]["tok_s"], default=None)
         auto_choices = {f"n={n} {d}": c for (n, d), c in sorted(choices.items())}
         report["results"][str(size)] = {"rows": rows, "best_fixed": best_fixed, "auto_choices": auto_choices,
-                                        "cost_table_ms": costs,
+                                        "cost_table_ms": costs, "graphs_up_front": up_front[0],
                                         "decode_loop": engine.decode_loop, "device": str(engine.device)}
         engine.step_runner.read, engine.step_runner.discard, engine.step_runner.prefill = read, discard, prefill
         cells = (f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau {r['mean_tau']:.2f}, "
