@@ -70,15 +70,14 @@ def main(argv=None) -> int:
     import torch
 
     from dflash_trt import SamplingParams
-    from dflash_trt.bench.datasets import encode_prompt
+    from dflash_trt.bench.datasets import encode_prompt, load_prompt_set
     from dflash_trt.engines.torch_engine import TorchEngine
     from dflash_trt.spec import budget as budget_module
 
     torch.set_num_threads(args.torch_threads)
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     modes = [m.strip() for m in args.modes.split(",")]
-    turns = [json.loads(line)["turns"][0] for line in Path(args.dataset).read_text().splitlines() if line.strip()]
-    turns = turns[: args.num_prompts]
+    turns = load_prompt_set(args.dataset, args.num_prompts).turns
     params = SamplingParams(max_new_tokens=args.max_new_tokens)
     choices: collections.Counter = collections.Counter()  # auto's windows read, by batch size and draft
     # what the scheduler tells the budget each window cost, per step (window + the host work up to the next window):

@@ -302,7 +302,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from dflash_trt.bench.datasets import encode_prompt
+    from dflash_trt.bench.datasets import encode_prompt, load_prompt_set
     from dflash_trt.engines.torch_engine import TorchEngine
     from dflash_trt.spec.budget import AutoBudget, CostTable, Draft
 
@@ -311,9 +311,8 @@ def main(argv=None) -> int:
     engine = TorchEngine.from_pretrained(args.target, args.drafter, device="cpu", max_batch_size=max(sizes),
                                          max_seq_len=args.max_seq_len)
     block = engine.drafter.block_size
-    turns = [json.loads(line)["turns"][0] for line in Path(args.dataset).read_text().splitlines() if line.strip()]
     prompts = [encode_prompt(engine.tokenizer, t, args.max_seq_len - args.max_new_tokens)[0]
-               for t in turns[: args.num_prompts]]
+               for t in load_prompt_set(args.dataset, args.num_prompts).turns]
     t0 = time.perf_counter()
     traces = (json.loads(Path(args.traces).read_text()) if args.traces
               else acceptance_traces(engine, prompts, args.max_new_tokens))

@@ -447,11 +447,12 @@ def main(argv=None) -> int:
     samples = []
     if not args.no_check:
         sys.path.insert(0, str(ROOT))
+        from dflash_trt.bench.datasets import load_prompt_set
         from dflash_trt.engines.torch_engine import TorchEngine
         from dflash_trt.spec.sampling import SamplingParams
 
         engine = TorchEngine.from_pretrained(str(out), None, device="cpu")
-        questions = [json.loads(line)["turns"][0] for line in open(args.prompts, encoding="utf-8")][:3]
+        questions = load_prompt_set(args.prompts, 3).turns
         prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
                                                         add_generation_prompt=True) for q in questions]
         results = engine.generate(prompts, SamplingParams(max_new_tokens=96), use_drafter=False)

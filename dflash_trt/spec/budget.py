@@ -31,8 +31,8 @@ promised a request whose chain accepts 90 % a tree accepting 99 % at every depth
 trees priced as on a GPU (tree:16 / tree:32 at 1.02 / 1.06x chain:16), auto / the best fixed draft at batch 1 went
 from 0.95 to 1.01 with it (level on this CPU's costs, where trees hardly pay). The estimates are then calibrated
 (`Calibration`, one per engine): each draft's expected drafted tokens (E - 1 per request) are scaled by what the
-windows it was chosen for accepted against what was expected of them then (the chains' windows together, each tree
-size's apart, their pseudo-tokens at the chains' factor), over its last ~100 windows: the curve keeps every step since
+windows it was chosen for accepted against what was expected of them then (the chains' windows together, the trees'
+together, their pseudo-tokens at the chains' factor), over its last ~100 windows: the curve keeps every step since
 the engine started, and a tree's counts stop where its argmax chain ends in the tree, so chains were expected ~6 % low
 and trees ~5 % high (batch 1 on this CPU), and near ties went to the tree.
 cost(n, d) is seconds per step for a batch of n requests whose longest cache holds L positions, from a table measured
@@ -498,7 +498,7 @@ class TreeClock:
 @dataclass
 class Calibration:
     """What the drafts' windows accepted against what the estimates expected of them when they were chosen: decayed
-    sums of drafted tokens (τ - 1 per request and step), accepted and expected, for the chains and per tree size. The
+    sums of drafted tokens (τ - 1 per request and step), accepted and expected, for the chains and for the trees. The
     choice scales each draft's expected drafted tokens by their ratio (`factor`). One per engine, shared by its
     schedulers' budgets.
 
@@ -511,17 +511,17 @@ class Calibration:
     ratios (fixed, two runs) it ran chain:8, 0.976-0.996x; learnt, as here, level with the code before over 11
     alternating batch-1 pairs (runs of either settle on tree:16 at times: the bias was not what decides a run)."""
 
-    # "chain" (every chain's windows: their estimates share one curve) or a tree Draft -> [accepted drafted tokens,
+    # "chain" (every chain's windows: their estimates share one curve) or "tree" (every tree size's) -> [accepted drafted tokens,
     # expected drafted tokens], decayed
     sums: dict = field(default_factory=dict)
     version: int = 0  # counts `add` calls: prices computed with these factors stand while it is unchanged
     _factors: tuple = field(init=False, default=(None, None), repr=False, compare=False)  # (version, drafts), factors
 
     def factor(self, d: Draft) -> float:
-        """Accepted over expected drafted tokens: the chains' (CALIBRATION_PRIOR pseudo-tokens at 1), or a tree
-        size's, whose pseudo-tokens are at the chains' factor (its estimate is made from the chain's curve: a tree
-        measured little is as biased as the chain, not unbiased — else it looked better than a chain with the same
-        estimate, for not having run). One factor for every chain, though chain:16's drafts past chain:8's are
+        """Accepted over expected drafted tokens: the chains' (CALIBRATION_PRIOR pseudo-tokens at 1), or the
+        trees', whose pseudo-tokens are at the chains' factor (a tree's estimate is made from the chain's curve: trees
+        measured little are as biased as the chain, not unbiased — else a tree looked better than a chain with the
+        same estimate, for not having run). One factor for every chain, though chain:16's drafts past chain:8's are
         expected high (counted on the steps that reach there) where chain:8's are expected low: in 2 of 13 batch-1 runs
         on this CPU the factor learnt on chain:8 sent 84-144 windows to chain:16 (0.950 / 0.886x chain:8). Calibrated
         per draft or with those drafts apart it did worse (0.89-0.97; bench/results/2026-11-27-cpu-s16)."""
@@ -535,8 +535,15 @@ class Calibration:
 
     @staticmethod
     def _key(d: Draft) -> str | Draft:
-        """What d's windows calibrate: every chain's together ("chain"), a tree size's apart (its Draft)."""
-        return d if d.tree else "chain"
+        """What d's windows calibrate: every chain's together ("chain"), every tree size's together ("tree"): each
+        tree's estimate is its chain's curve times its miss factor, and its bias measured the same for both sizes
+        (drafted tokens accepted over expected: tree:16 0.95 at batch 1 on this CPU, tree:32 0.94 in the H200-cost
+        replay). Apart, the size that ran learnt its factor and the one that did not kept the prior, so at equal cost
+        (an H200) tree:32, calibrated down, could lose to a less-measured tree:16 (one H200 run at batch 1 ran tree:16
+        in 51 of 322 windows, τ 5.07 against tree:32's 5.59: 2026-11-27, bench/results/2026-11-27-gpu-h200-s18, no
+        trace to tell why); together, the order of the sizes is their paired miss factors' (AutoBudget._estimates),
+        which nest."""
+        return "tree" if d.tree else "chain"
 
     def _ratio(self, key: str | Draft, prior: float) -> float:
         """key's accepted over expected drafted tokens, with CALIBRATION_PRIOR pseudo-tokens at `prior`, within
