@@ -304,6 +304,7 @@ def test_bench_end_to_end(make_pair, prompt_files, tmp_path, capsys, batch_size,
     assert report["settings"]["verify_len"] == k and report["settings"]["batch_size"] == batch_size
     assert report["settings"]["drafter_block_size"] == 16 and "block_size" not in report["settings"]
     assert report["settings"]["temperature"] == temperature and report["settings"]["chat_template"] is False
+    assert report["settings"]["graphs_captured_up_front"] == 0  # (no CUDA graphs on a CPU)
     assert report["device"]["type"] == "cpu" and report["torch_version"] and report["date"]
     assert report["report_version"] == 2 and report["notes"]
     assert set(report["datasets"]) == {"set_a", "set_b"}
@@ -552,3 +553,24 @@ def test_draft_budget_bench_runs_every_mode_after_every_other_equally_often():
         assert len(set(after.values())) == 1
         places = collections.Counter((i, mode) for order in orders[:cycle] for i, mode in enumerate(order))
         assert len(places) == n * n and len(set(places.values())) == 1
+
+
+@pytest.mark.gpu
+def test_bench_captures_every_step_shape_before_timing_on_gpu(tmp_path):
+    """On a GPU, `dflash-trt bench --draft auto` captures every step shape of AR and auto before its warm-up and timed
+    batches, as the servers do at start: no window inside them meets a new shape (auto meets more shapes than a fixed
+    chain; on an H200 their first uses inside the timed part were 2-5 % of its time at batch 8-16, 2026-11-27)."""
+    from test_step import PAIR, ROOT, require_gpu_plugins
+
+    require_gpu_plugins()
+    from dflash_trt.bench.runner import run_bench
+    from dflash_trt.engines.torch_engine import TorchEngine
+
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cuda", max_batch_size=4,
+                                         max_seq_len=512)
+    config = BenchConfig(str(PAIR / "target"), str(PAIR / "drafter"), [str(ROOT / "data/prompts/eagle_gsm8k.jsonl")],
+                         num_prompts=12, max_new_tokens=48, batch_size=4, draft="auto", hf_baseline=False,
+                         output=str(tmp_path))
+    report = run_bench(config, engine=engine, progress=False, write=False)
+    assert report["settings"]["graphs_captured_up_front"] > 0
+    assert engine.step_runner.graphs and engine.step_runner.capture_s == 0.0  # (what windows spent on first uses)

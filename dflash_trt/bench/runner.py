@@ -347,17 +347,28 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
         hf = HfBaseline(config.target, dtype=engine.target.lm_head.weight.dtype, device=engine.device,
                         eos_token_ids=engine.target.cfg.eos_token_ids, quiet=not progress)
 
+    def budget(spec: bool) -> dict:
+        """A mode's draft arguments: AR, the chain of K, or `draft` (auto / a tree)."""
+        return {"draft": draft} if spec and draft is not None else {"verify_len": k if spec else None}
+
     def run(batch: list[_Prompt], mode: str) -> tuple[list, list[metrics.BatchTiming]]:
         """(results, timings) of one batch in one mode: one engine call (one timing), or transformers prompt by prompt."""
         if mode == "hf":
             outs = [hf.generate(p.ids, q) for p, q in zip(batch, params(batch))]
             return [tokens for tokens, _ in outs], [timing for _, timing in outs]
         spec = mode == "spec"
-        budget = {"draft": draft} if spec and draft is not None else \
-            {"verify_len": k if spec else None}
-        results = raise_if_failed(engine.generate([p.ids for p in batch], params(batch), use_drafter=spec, **budget),
+        results = raise_if_failed(engine.generate([p.ids for p in batch], params(batch), use_drafter=spec, **budget(spec)),
                                   f"bench ({mode})")
         return results, [metrics.batch_timing([r.stats for r in results])]
+
+    # ---- every step shape of both modes captured before any timing (CUDA graphs; none elsewhere), as the servers
+    # capture them at start: a shape's first use inside a timed batch (its eager run and capture) is a one-off per
+    # process, and auto meets more shapes than a fixed chain (on an H200 its first uses were 2-5 % of its time at
+    # batch 8-16, 2026-11-27). Engines without our scheduler (TensorRT-LLM) capture their own.
+    up_front = 0
+    if getattr(engine, "new_scheduler", None) is not None:
+        for spec in (False, True):
+            up_front += engine.new_scheduler(use_drafter=spec, **budget(spec)).capture_graphs()[0]
 
     # ---- the runs: each batch in AR and DFlash mode (and transformers), interleaved (same conditions for all); an
     # engine that switches modes slowly (`phased`: TensorRT-LLM builds one LLM per mode) runs all AR batches, then all
@@ -481,6 +492,7 @@ def run_bench(config: BenchConfig, *, engine=None, progress: bool = True, write:
             "device_arg": config.device, "chat_template": has_chat_template(tokenizer),
             "hf_baseline": config.hf_baseline,
             "warmup_s": {label[m]: round(s, 3) for m, s in warm.items()},
+            "graphs_captured_up_front": up_front,
             "timing": "decode-only: TPOT = sum(batch decode_s) / sum(new_tokens - 1); speedup = TPOT_AR / TPOT_spec; "
                       "efficiency = speedup / mean_tau; e2e tok/s = sum(new_tokens) / sum(prefill_s + decode_s)",
             **config.extra,
