@@ -117,14 +117,14 @@ def main(argv=None) -> int:
         up_front = (0, 0.0)
         if args.graphs == "up-front":  # (none on a CPU: no CUDA graphs there)
             for mode in all_modes:
-                scheduler = engine.new_scheduler(use_drafter=mode != "ar", draft=None if mode == "ar" else mode)
+                scheduler = engine.new_scheduler(**_mode_args(mode))
                 up_front = tuple(a + b for a, b in zip(up_front, scheduler.capture_graphs()))
             scheduler = None
             if up_front[0]:
                 print(f"batch {size}: {up_front[0]} CUDA graphs captured up front in {up_front[1]:.1f} s", flush=True)
         for batch in batches[: args.warmup]:
             for mode in all_modes:
-                engine.generate(batch, params, **({"use_drafter": False} if mode == "ar" else {"draft": mode}))
+                engine.generate(batch, params, **_mode_args(mode))
         engine.draft_curve, engine.tree_curves = None, {}  # ... but nothing learnt yet
         engine.draft_calibration = budget_module.Calibration()
         _collect(args.device)  # the warm-up's garbage too: the timed part starts with none pending
@@ -164,11 +164,10 @@ def main(argv=None) -> int:
         engine.step_runner.prefill = timed_prefill
         for batch, order in zip(batches, _orders(all_modes, len(batches))):
             for mode in order:
-                kw = {"use_drafter": False} if mode == "ar" else {"draft": mode}
                 graphs, capturing = len(engine.step_runner.graphs), engine.step_runner.capture_s
                 current[0] = timing["mode"] = mode
                 t0 = time.perf_counter()
-                results = engine.generate(batch, params, **kw)
+                results = engine.generate(batch, params, **_mode_args(mode))
                 seconds[mode] += time.perf_counter() - t0
                 captured[mode] += len(engine.step_runner.graphs) - graphs
                 capture_s[mode] += engine.step_runner.capture_s - capturing
@@ -265,6 +264,11 @@ def _orders(modes: list[str], count: int) -> list[list[str]]:
     if n % 2:
         rows += [row[::-1] for row in rows]
     return [[modes[x] for x in rows[i % len(rows)]] for i in range(count)]
+
+
+def _mode_args(mode: str) -> dict:
+    """A mode's engine arguments (generate, new_scheduler): AR without the drafter, else its draft."""
+    return {"use_drafter": False} if mode == "ar" else {"draft": mode}
 
 
 def _collect(device: str) -> None:

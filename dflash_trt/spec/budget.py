@@ -511,8 +511,8 @@ class Calibration:
     ratios (fixed, two runs) it ran chain:8, 0.976-0.996x; learnt, as here, level with the code before over 11
     alternating batch-1 pairs (runs of either settle on tree:16 at times: the bias was not what decides a run)."""
 
-    # "chain" (every chain's windows: their estimates share one curve) or "tree" (every tree size's) -> [accepted drafted tokens,
-    # expected drafted tokens], decayed
+    # "chain" (every chain's windows: their estimates share one curve) or "tree" (every tree size's) -> [accepted
+    # drafted tokens, expected drafted tokens], decayed
     sums: dict = field(default_factory=dict)
     version: int = 0  # counts `add` calls: prices computed with these factors stand while it is unchanged
     _factors: tuple = field(init=False, default=(None, None), repr=False, compare=False)  # (version, drafts), factors
@@ -534,7 +534,7 @@ class Calibration:
         return self._factors[1]
 
     @staticmethod
-    def _key(d: Draft) -> str | Draft:
+    def _key(d: Draft) -> str:
         """What d's windows calibrate: every chain's together ("chain"), every tree size's together ("tree"): each
         tree's estimate is its chain's curve times its miss factor, and its bias measured the same for both sizes
         (drafted tokens accepted over expected: tree:16 0.95 at batch 1 on this CPU, tree:32 0.94 in the H200-cost
@@ -545,7 +545,7 @@ class Calibration:
         which nest."""
         return "tree" if d.tree else "chain"
 
-    def _ratio(self, key: str | Draft, prior: float) -> float:
+    def _ratio(self, key: str, prior: float) -> float:
         """key's accepted over expected drafted tokens, with CALIBRATION_PRIOR pseudo-tokens at `prior`, within
         [1 / MAX_CALIBRATION, MAX_CALIBRATION]."""
         accepted, expected = self.sums.get(key, (0.0, 0.0))
