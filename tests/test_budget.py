@@ -25,7 +25,7 @@ from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
 from dflash_trt.spec.budget import (AUTO_TREES, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
                                     REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
-                                    TreeClock, auto_drafts, candidates)
+                                    GlobalTables, TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -676,6 +676,50 @@ def test_auto_reuses_its_estimates_only_while_nothing_was_observed():
         fresh._expected = ((), {})  # no kept sums: computed from the counts
         assert budget._expected_tokens(live) == fresh._expected_tokens(live), step
     assert reused > 50  # windows that observed nothing reused the sums
+
+
+def test_new_budgets_start_from_the_engines_tables():
+    """A scheduler, and a budget, per generate() call: the estimates at the drafter's curve (the curve shrunk, the
+    trees' miss factors, E[τ] by cap) are the engine's (GlobalTables, shared like the curves), so a new budget's
+    prefill check and first choice make none while the curve stands — and every budget prices as one that makes its
+    own, window by window, across budgets with another prior on the same tables (they are made again for it)."""
+    rng = np.random.default_rng(1)
+    costs = CostTable(flat_costs(drafting=2.5), refine=False)
+    tables, curves = GlobalTables(), {}
+    own_curves = {}
+    made = []
+    real = AutoBudget._depth_tables
+
+    def counting(self, chains, misses):
+        made.append(self)
+        return real(self, chains, misses)
+
+    with mock.patch.object(AutoBudget, "_depth_tables", counting):
+        for call in range(40):
+            prior = [0.8] * 15 if call % 7 == 6 else None  # another prior now and then, on the same tables
+            shared = AutoBudget(16, costs, prior=prior, trees=AUTO_TREES, tables=tables, **curves)
+            alone = AutoBudget(16, costs, prior=prior, trees=AUTO_TREES, **own_curves)  # its own tables
+            curves = dict(curve=shared.curve, tree_curves=shared.tree_curves)
+            own_curves = dict(curve=alone.curve, tree_curves=alone.tree_curves)
+            before = len(made)
+            assert shared.defers_context(1, 100) == alone.defers_context(1, 100)
+            requests, left = [f"r{call}"], [int(rng.integers(2, 40))]
+            first = shared.choose(requests, left, 100)
+            if call and prior is None and (call - 1) % 7 != 6:  # the curve stands since the last budget's tables
+                assert all(b is not shared for b in made[before:])  # nothing made: the engine's tables
+            for window in range(int(rng.integers(1, 6))):
+                d = first if window == 0 else shared.choose(requests, left, 100)
+                assert d == alone.choose(requests, left, 100), (call, window)
+                assert shared._expected_tokens(requests, left) == alone._expected_tokens(requests, left)
+                taus = [int(rng.integers(1, d.max_tau(16) + 1))]
+                chains = [[(8, min(taus[0], 8))]] if d.tree else ()
+                for b in (shared, alone):
+                    b.observe_window(requests, d, [taus], chains)
+                    b.prepare(now=True)  # (as while a GPU runs the window: the tables made for what was taken in)
+                left = [max(1, left[0] - taus[0])]
+            for b in (shared, alone):
+                b.forget(requests[0])
+    assert len({id(b) for b in made}) > 40  # the budgets with their own tables made them each time
 
 
 def test_fixed_is_fixed():

@@ -35,7 +35,7 @@ from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
 from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, Calibration, CostTable, Draft, Fixed,
-                                    TreeClock, TreeCounts, auto_drafts)
+                                    GlobalTables, TreeClock, TreeCounts, auto_drafts)
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep, cache_headroom
 
@@ -144,6 +144,7 @@ class TorchEngine:
         self.tree_curves: dict[int, TreeCounts] = {}
         self.tree_clock = TreeClock()  # ... and when it last measured a tree size (a clock every scheduler advances)
         self.draft_calibration = Calibration()  # ... and what its drafts accepted against what was expected
+        self.draft_tables = GlobalTables()  # ... and the estimates at its curve (each new budget starts from them)
         # a budget whose batch's last observations wait to be taken in during the engine's next window (on a GPU: see
         # BatchScheduler._hand_over)
         self.untaken_budget: AutoBudget | Fixed | None = None
@@ -239,7 +240,7 @@ class TorchEngine:
         return AutoBudget(k, kept[2],
                           prior=self.draft_prior, curve=self.draft_curve, trees=self.auto_trees,
                           tree_curves=self.tree_curves, tree_clock=self.tree_clock,
-                          calibration=self.draft_calibration)
+                          calibration=self.draft_calibration, tables=self.draft_tables)
 
     @property
     def cost_table(self) -> CostTable | None:

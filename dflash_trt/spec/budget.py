@@ -561,6 +561,25 @@ class Calibration:
         self.version += 1
 
 
+@dataclass(eq=False)
+class GlobalTables:
+    """The estimates at the drafter's curve over every request, as of the curve's version: the curve shrunk toward
+    the prior, each tree size's miss factor, E[τ] by cap of the chain and of each tree size at that curve (a request
+    with no counts of its own: every request before its first drafted steps are taken in) and, per cap, E of every
+    draft there. One per engine, beside the curves they are made from (kept by its schedulers' budgets alike): each
+    new budget — a scheduler per generate() call — starts from them instead of making them again. Made per budget,
+    they were ~130 us of auto's ~170 us of setup per request at batch 1 on this CPU (warm; a fixed draft's: ~5 us),
+    on the critical path before the request's first window (its prefill's defers_context, then its first choice);
+    on an H200 a batch-1 request takes ~40 ms (2026-11-27)."""
+
+    curve: "AcceptanceCounts | None" = None  # the curve they were made from (the engine's), and the inputs below
+    key: tuple | None = None  # (its version, prior, tree sizes, block size)
+    g: np.ndarray | None = None  # the curve shrunk toward the prior
+    misses: dict | None = None  # tree size -> its miss factor per depth
+    depth: np.ndarray | None = None  # [table, cap]: E[τ] at g (AutoBudget._depth_tables), made when first asked
+    at_cap: dict = field(default_factory=dict)  # cap -> E per draft (the budget's drafts' order) at g
+
+
 @dataclass
 class AutoBudget:
     """Chooses the draft per window (see the module docstring)."""
@@ -575,6 +594,7 @@ class AutoBudget:
     tree_probe_every: int = 8
     tree_clock: TreeClock | None = None  # when trees were last measured (the engine's, shared; default: new)
     calibration: Calibration | None = None  # per draft, accepted over expected (the engine's, shared; default: new)
+    tables: GlobalTables | None = None  # the estimates at the curve (the engine's, shared; default: new)
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
     _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
@@ -596,7 +616,6 @@ class AutoBudget:
     _expected: tuple = field(init=False, default=((), {}))  # (key, draft -> sum over the requests of E_r(draft))
     _row_e: tuple = field(init=False, default=(None, {}))  # (tables' key, (row, cap) -> E per draft): _expected_tokens
     _prefixes: tuple = field(init=False, default=((), None))  # (key, every row's E by depth: see prepare)
-    _tables: tuple = field(init=False, default=(None, None, None))  # (curve version, global curve, miss factors)
     _defers: tuple = field(init=False, default=(None, None))  # (curve version, E per draft at the global curve)
     _ending: set = field(init=False, default_factory=set)  # requests forgotten while their steps wait to be taken in
     _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
@@ -640,8 +659,13 @@ class AutoBudget:
             self.tree_clock = TreeClock()
         if self.calibration is None:
             self.calibration = Calibration()
+        if self.tables is None:
+            self.tables = GlobalTables()
+        # what the shared tables are made for, besides the curve's version (_estimates)
+        self._tables_for = (tuple(self._prior), tuple(self.trees), self.block_size)
         for n in self.trees:
-            self.tree_curves.setdefault(n, TreeCounts(AcceptanceCounts.empty(positions), AcceptanceCounts.empty(positions)))
+            if n not in self.tree_curves:
+                self.tree_curves[n] = TreeCounts(AcceptanceCounts.empty(positions), AcceptanceCounts.empty(positions))
         counts = [self.curve] + [c for t in self.tree_curves.values() for c in (t.tree, t.chain)]
         if any(len(c.trials) != positions for c in counts):
             raise ValueError(f"the acceptance counts must have {positions} positions (the block's drafts)")
@@ -681,7 +705,8 @@ class AutoBudget:
         factor instead of pulling toward 1: shrunk toward the chain, tree:32 after its 16 measured steps looked no
         better than a much-measured tree:16, and at equal cost (an H200) tree:16 was chosen for half the windows at
         batch 1, 0.92x tree:32."""
-        if self._tables[0] != self.curve.version:
+        t = self.tables
+        if t.curve is not self.curve or t.key != (self.curve.version,) + self._tables_for:
             g = _shrink(self._prior, self.curve.accepted, self.curve.trials, PRIOR_WEIGHT)
             misses, below = {}, np.ones_like(g)
             for size in self._sizes:
@@ -690,8 +715,9 @@ class AutoBudget:
                 misses[size] = below = (
                     (1 - _shrink(_treed(g, below, 1.0), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT))
                     / (1 - _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT)))
-            self._tables = (self.curve.version, g, misses)
-        return self._tables[1], self._tables[2]
+            t.curve, t.key, t.g, t.misses, t.depth, t.at_cap = (self.curve, (self.curve.version,) + self._tables_for, g,
+                                                                misses, None, {})
+        return t.g, t.misses
 
     @staticmethod
     def expected_tokens(p: Sequence[float], k: int) -> float:
@@ -998,7 +1024,12 @@ class AutoBudget:
         key = (self._forgotten, self._faded, self.curve.version, len(self._counts))
         if self._prefixes[0] != key:
             g, misses = self._estimates()
-            self._prefixes = (key, self._depth_tables(_requests_shrunk(g, self._counts), misses))
+            # no request has counts of its own (each new budget until its first take-in): every row is the curve's,
+            # which the shared tables hold (_rows_expected); else row 0 (zeros) is the curve's, for them
+            tables = self._depth_tables(_requests_shrunk(g, self._counts), misses) if self._rows else None
+            if tables is not None and self.tables.depth is None:
+                self.tables.depth = tables[0]
+            self._prefixes = (key, tables)
 
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
@@ -1025,9 +1056,23 @@ class AutoBudget:
             self._row_e = (version, {})
         cache = self._row_e[1]
         missing = list(dict.fromkeys(p for p in pairs if p not in cache))
-        if missing:  # one numpy call for all of them (each call costs ~10-20 us on an H200's host)
-            rows, at = zip(*missing)
-            cache.update(zip(missing, self._at_caps(self._prefixes[1][list(rows)], at).tolist()))
+        if not missing:
+            return cache
+        own = [p for p in missing if p[0]]  # requests with counts of their own
+        if own:  # one numpy call for all of them (each call costs ~10-20 us on an H200's host)
+            rows, at = zip(*own)
+            cache.update(zip(own, self._at_caps(self._prefixes[1][list(rows)], at).tolist()))
+        if len(own) < len(missing):  # row 0, the curve's: the shared tables' (the same numbers a row of zeros gives)
+            g, misses = self._estimates()  # (made for this budget's inputs, if another's were made since)
+            t = self.tables
+            if t.depth is None:
+                t.depth = self._depth_tables(g[None], misses)[0]
+            for p in missing:
+                if not p[0]:
+                    e = t.at_cap.get(p[1])
+                    if e is None:
+                        e = t.at_cap[p[1]] = self._at_caps(t.depth[None], [p[1]])[0].tolist()
+                    cache[p] = e
         return cache
 
     def _depth_tables(self, chains: np.ndarray, misses: dict[int, np.ndarray]) -> np.ndarray:
