@@ -141,13 +141,42 @@ def main(argv=None) -> int:
         dropped = dict.fromkeys(all_modes, 0)  # windows launched ahead and dropped unread (their requests had ended)
         prefill_s = dict.fromkeys(all_modes, 0.0)  # ... and the seconds its prefills took
         read, discard, prefill = engine.step_runner.read, engine.step_runner.discard, engine.step_runner.prefill
+        launch, resume = engine.step_runner.launch, engine.step_runner.resume
         current = [None]
+        # host time on the critical path, per mode: from a window's read to the next window's start (its launch, or
+        # the resume of one launched ahead: the device runs only that window's first step meanwhile) within a
+        # generate() call, and from the call to its first window's start less its prefills (a new scheduler, the
+        # budget's prefill check, the first choice). On an H200 auto's windows cost 134 us more than tree:32's on
+        # average while its median step cost 8 us more (2026-11-27): these say how much of it is the host's.
+        gaps: dict = {m: [] for m in all_modes}
+        setups: dict = {m: [] for m in all_modes}
+        call = {"start": None, "prefill_s": 0.0, "read": None}
+
+        def window_start():
+            now = time.perf_counter()
+            if call["read"] is not None:
+                gaps[current[0]].append(now - call["read"])
+            elif call["start"] is not None:  # the call's first window
+                setups[current[0]].append(now - call["start"] - (prefill_s[current[0]] - call["prefill_s"]))
+                call["start"] = None
+
+        def timed_launch(*a, **kw):
+            if kw.get("run") is None:  # (a window launched ahead starts at its resume)
+                window_start()
+            return launch(*a, **kw)
+
+        def timed_resume(*a, **kw):
+            window_start()
+            return resume(*a, **kw)
 
         def counting_read(launched, *a, **kw):
             windows[current[0]] += 1
             if current[0] == "auto":
                 choices[(len(launched.slots), f"{'tree' if launched.tree else 'chain'}:{launched.k}")] += 1
-            return read(launched, *a, **kw)
+            try:
+                return read(launched, *a, **kw)
+            finally:
+                call["read"] = time.perf_counter()
 
         def counting_discard(*a, **kw):
             dropped[current[0]] += 1
@@ -161,12 +190,14 @@ def main(argv=None) -> int:
                 prefill_s[current[0]] += time.perf_counter() - t
 
         engine.step_runner.read, engine.step_runner.discard = counting_read, counting_discard
-        engine.step_runner.prefill = timed_prefill
+        engine.step_runner.prefill, engine.step_runner.launch = timed_prefill, timed_launch
+        engine.step_runner.resume = timed_resume
         for batch, order in zip(batches, _orders(all_modes, len(batches))):
             for mode in order:
                 graphs, capturing = len(engine.step_runner.graphs), engine.step_runner.capture_s
                 current[0] = timing["mode"] = mode
                 t0 = time.perf_counter()
+                call.update(start=t0, prefill_s=prefill_s[mode], read=None)
                 results = engine.generate(batch, params, **_mode_args(mode))
                 seconds[mode] += time.perf_counter() - t0
                 captured[mode] += len(engine.step_runner.graphs) - graphs
@@ -201,6 +232,10 @@ def main(argv=None) -> int:
                                         "cost_table_ms": costs, "graphs_up_front": up_front[0],
                                         "decode_loop": engine.decode_loop, "device": str(engine.device)}
         engine.step_runner.read, engine.step_runner.discard, engine.step_runner.prefill = read, discard, prefill
+        engine.step_runner.launch, engine.step_runner.resume = launch, resume
+        host = {m: {"between_windows_ms": _spread(gaps[m]), "before_first_window_ms": _spread(setups[m])}
+                for m in all_modes}
+        report["results"][str(size)]["host_ms"] = host
         cells = (f"{m} {r['tok_s']:.1f} tok/s ({r['vs_ar']:.3f}x AR, tau {r['mean_tau']:.2f}, "
                  f"{r['ms_per_window']:.2f} ms x {r['windows']} windows"
                  f"{', %d launched ahead and dropped' % r['windows_dropped'] if r['windows_dropped'] else ''}"
@@ -211,6 +246,10 @@ def main(argv=None) -> int:
         if "auto" in rows and best_fixed:
             print(f"  auto / best fixed ({best_fixed}): {rows['auto']['tok_s'] / rows[best_fixed]['tok_s']:.3f}; "
                   f"auto chose {auto_choices}", flush=True)
+        print(f"  host ms on the critical path by mode (median / mean / p90, count): between windows "
+              + ", ".join(f"{m} {_fmt(h['between_windows_ms'])}" for m, h in host.items())
+              + "; before a generate() call's first window (less its prefills) "
+              + ", ".join(f"{m} {_fmt(h['before_first_window_ms'])}" for m, h in host.items()), flush=True)
         # the mean beside the median: on an H200 auto's windows cost 134 us more than tree:32's on average while its
         # median step cost 8 us more (2026-11-27): the difference is in some windows, not in every one
         per_draft = {f"{m} {d}": (round(1e3 * statistics.median(v), 4), round(1e3 * statistics.fmean(v), 4), len(v))
@@ -241,6 +280,21 @@ def main(argv=None) -> int:
                              f"({1e3 * r['capture_s']:.0f}) | {r['steady_tok_s']:.1f} | {r['steady_vs_ar']:.3f}x |")
         (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["equal_to_ar"] for res in report["results"].values() for r in res["rows"].values()) else 1
+
+
+def _spread(seconds: list[float]) -> dict:
+    """Median, mean and 90th percentile in ms, and the count."""
+    if not seconds:
+        return {"median": None, "mean": None, "p90": None, "count": 0}
+    ms = sorted(1e3 * s for s in seconds)
+    return {"median": round(statistics.median(ms), 4), "mean": round(statistics.fmean(ms), 4),
+            "p90": round(ms[min(len(ms) - 1, int(0.9 * len(ms)))], 4), "count": len(ms)}
+
+
+def _fmt(spread: dict) -> str:
+    if not spread["count"]:
+        return "-"
+    return f"{spread['median']:.3f} / {spread['mean']:.3f} / {spread['p90']:.3f} ({spread['count']})"
 
 
 def _orders(modes: list[str], count: int) -> list[list[str]]:

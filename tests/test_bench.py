@@ -490,7 +490,7 @@ def test_throughput_at_fixed_interactivity_interpolates_bounds_and_says_na():
     assert module._fixed_cell("below", got["below"]) == "below n/a"
 
 
-def test_draft_budget_bench_frees_each_batch_size_engine_before_the_next(monkeypatch, capsys):
+def test_draft_budget_bench_frees_each_batch_size_engine_before_the_next(monkeypatch, capsys, tmp_path):
     """scripts/bench_draft_budget.py builds one engine per batch size; the last one must be gone before the next is
     built (and so before its timed part). An engine's objects hold reference cycles, so without an explicit collection
     it lived on until the cyclic collector ran, inside a later timed part: on an H200 its teardown cost one mode's
@@ -523,12 +523,22 @@ def test_draft_budget_bench_frees_each_batch_size_engine_before_the_next(monkeyp
     gc.disable()
     try:
         assert module.main(["--batch-sizes", "1,2", "--num-prompts", "2", "--max-new-tokens", "4",
-                            "--modes", "chain:4"]) == 0
+                            "--modes", "chain:4", "--output", str(tmp_path)]) == 0
     finally:
         if enabled:
             gc.enable()
     assert "batch 2 (cpu" in capsys.readouterr().out
     assert alive_at_build == [[], [False]]
+    # the host time on the critical path: every window but a generate() call's first is timed from the read before it,
+    # and each call's first from the call (less its prefill)
+    report = json.loads((tmp_path / "results.json").read_text())
+    for size, calls in (("1", 2), ("2", 1)):
+        res = report["results"][size]
+        for mode, row in res["rows"].items():
+            host = res["host_ms"][mode]
+            assert host["before_first_window_ms"]["count"] == calls, (size, mode)
+            assert host["between_windows_ms"]["count"] == row["windows"] - calls, (size, mode)
+            assert 0 < host["before_first_window_ms"]["median"] < 1e3
 
 
 def test_draft_budget_bench_runs_every_mode_after_every_other_equally_often():

@@ -24,8 +24,8 @@ from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
 from dflash_trt.spec.budget import (AUTO_TREES, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
-                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, CostTable, Draft, Fixed,
-                                    GlobalTables, TreeClock, auto_drafts, candidates)
+                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, Calibration, CostTable,
+                                    Draft, Fixed, GlobalTables, TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -685,9 +685,10 @@ def test_new_budgets_start_from_the_engines_tables():
     own, window by window, across budgets with another prior on the same tables (they are made again for it)."""
     rng = np.random.default_rng(1)
     costs = CostTable(flat_costs(drafting=2.5), refine=False)
-    tables, curves = GlobalTables(), {}
-    own_curves = {}
-    made = []
+    tables = GlobalTables()
+    curves = dict(tree_clock=TreeClock(), calibration=Calibration())  # what an engine keeps besides: one per set
+    own_curves = dict(tree_clock=TreeClock(), calibration=Calibration())
+    made, picked = [], {True: 0, False: 0}
     real = AutoBudget._depth_tables
 
     def counting(self, chains, misses):
@@ -699,20 +700,23 @@ def test_new_budgets_start_from_the_engines_tables():
             prior = [0.8] * 15 if call % 7 == 6 else None  # another prior now and then, on the same tables
             shared = AutoBudget(16, costs, prior=prior, trees=AUTO_TREES, tables=tables, **curves)
             alone = AutoBudget(16, costs, prior=prior, trees=AUTO_TREES, **own_curves)  # its own tables
-            curves = dict(curve=shared.curve, tree_curves=shared.tree_curves)
-            own_curves = dict(curve=alone.curve, tree_curves=alone.tree_curves)
+            # (now and then the trees' counts start over, the curve's do not: the tables are made again)
+            restart = call % 11 == 10
+            curves.update(curve=shared.curve, tree_curves={} if restart else shared.tree_curves)
+            own_curves.update(curve=alone.curve, tree_curves={} if restart else alone.tree_curves)
             before = len(made)
             assert shared.defers_context(1, 100) == alone.defers_context(1, 100)
             requests, left = [f"r{call}"], [int(rng.integers(2, 40))]
             first = shared.choose(requests, left, 100)
-            if call and prior is None and (call - 1) % 7 != 6:  # the curve stands since the last budget's tables
+            if call and prior is None and (call - 1) % 7 != 6 and call % 11:  # the last budget's tables stand
                 assert all(b is not shared for b in made[before:])  # nothing made: the engine's tables
             for window in range(int(rng.integers(1, 6))):
                 d = first if window == 0 else shared.choose(requests, left, 100)
                 assert d == alone.choose(requests, left, 100), (call, window)
+                picked[d.tree] += 1
                 assert shared._expected_tokens(requests, left) == alone._expected_tokens(requests, left)
                 taus = [int(rng.integers(1, d.max_tau(16) + 1))]
-                chains = [[(8, min(taus[0], 8))]] if d.tree else ()
+                chains = [[(8, max(1, min(taus[0], 8) - 1))]] if d.tree else ()  # (the tree caught its chain's miss)
                 for b in (shared, alone):
                     b.observe_window(requests, d, [taus], chains)
                     b.prepare(now=True)  # (as while a GPU runs the window: the tables made for what was taken in)
@@ -720,6 +724,7 @@ def test_new_budgets_start_from_the_engines_tables():
             for b in (shared, alone):
                 b.forget(requests[0])
     assert len({id(b) for b in made}) > 40  # the budgets with their own tables made them each time
+    assert picked[True] and picked[False]  # trees and chains both run
 
 
 def test_fixed_is_fixed():

@@ -573,6 +573,7 @@ class GlobalTables:
     on an H200 a batch-1 request takes ~40 ms (2026-11-27)."""
 
     curve: "AcceptanceCounts | None" = None  # the curve they were made from (the engine's), and the inputs below
+    tree_curves: dict | None = None  # ... and the trees' counts (a tree's counts change only with the curve)
     key: tuple | None = None  # (its version, prior, tree sizes, block size)
     g: np.ndarray | None = None  # the curve shrunk toward the prior
     misses: dict | None = None  # tree size -> its miss factor per depth
@@ -706,7 +707,8 @@ class AutoBudget:
         better than a much-measured tree:16, and at equal cost (an H200) tree:16 was chosen for half the windows at
         batch 1, 0.92x tree:32."""
         t = self.tables
-        if t.curve is not self.curve or t.key != (self.curve.version,) + self._tables_for:
+        if (t.curve is not self.curve or t.tree_curves is not self.tree_curves
+                or t.key != (self.curve.version,) + self._tables_for):
             g = _shrink(self._prior, self.curve.accepted, self.curve.trials, PRIOR_WEIGHT)
             misses, below = {}, np.ones_like(g)
             for size in self._sizes:
@@ -715,8 +717,8 @@ class AutoBudget:
                 misses[size] = below = (
                     (1 - _shrink(_treed(g, below, 1.0), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT))
                     / (1 - _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT)))
-            t.curve, t.key, t.g, t.misses, t.depth, t.at_cap = (self.curve, (self.curve.version,) + self._tables_for, g,
-                                                                misses, None, {})
+            t.curve, t.tree_curves, t.key = self.curve, self.tree_curves, (self.curve.version,) + self._tables_for
+            t.g, t.misses, t.depth, t.at_cap = g, misses, None, {}
         return t.g, t.misses
 
     @staticmethod
