@@ -1433,23 +1433,27 @@ def test_a_scheduler_choosing_ahead_is_lossless_and_uses_its_choices():
     assert sum(hits) >= 3 and not all(hits)
 
 
-def test_a_scheduler_holding_a_batch_at_ar_chooses_as_without_holds_and_is_lossless():
+@pytest.mark.parametrize("best", ["ar", "drafting"])
+def test_a_scheduler_holding_a_batch_chooses_as_without_holds_and_is_lossless(best):
     """BatchScheduler with AutoBudget.hold (the host loop): five requests through three slots, where AR is best but
-    for probes and tree measurements (joins and finishes end holds), give AR's tokens, most windows are held, and every
-    request's drafts per step and the budget's state after the run are those of the same run choosing every window
-    (the held windows' times and observations handed over at each hold's end, in order)."""
+    for probes and tree measurements, or where drafting is (chains and trees, measured first), give AR's tokens, most
+    windows are held (joins, finishes, a request's last block and a new cache-length bucket end holds), and every
+    request's drafts per step and the budget's state after the run — its choices' state, the drafter's curve, the
+    calibration — are those of the same run choosing every window (the held windows' times, observations and forgets
+    handed over at each hold's end, in order)."""
     params = [SamplingParams(max_new_tokens=m) for m in (40, 24, 56, 33, 48)]
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(5)]
     runs = []
     for hold in (True, False):
         engine = TorchEngine.from_pretrained(FIXTURE / "target", FIXTURE / "drafter", device="cpu", max_batch_size=3,
                                              max_seq_len=256, decode_loop="host", steps_per_sync=1)
-        engine.draft_costs, engine.refine_draft_costs = flat_costs(k1=1.0, drafting=3.0, sizes=(1, 3)), False
+        engine.draft_costs = flat_costs(k1=1.0, drafting=3.0 if best == "ar" else 1.2, sizes=(1, 3))
+        engine.refine_draft_costs = False
         ar = engine.generate(prompts, params, use_drafter=False)
         sched = engine.new_scheduler(draft="auto")
         budget, granted = sched.budget, []
         if not hold:
-            budget.hold = lambda steps=1, left=None: 0
+            budget.hold = lambda steps=1, left=None, length=None: 0
         held, handed = budget.held, {"observe_time": 0, "observe_window": 0}
         budget.held = lambda windows: (granted.append(windows), held(windows))[1]
         for name in handed:  # every window's time and observations reach the budget, held or not
@@ -1466,13 +1470,23 @@ def test_a_scheduler_holding_a_batch_at_ar_chooses_as_without_holds_and_is_lossl
                     done[event.index] = event.result
         assert [done[i].token_ids for i in range(5)] == [a.token_ids for a in ar]
         assert sched._hold is None  # the last hold ended with the batch
+        state = (budget.curve.accepted.tolist(), budget.curve.trials.tolist(), budget.calibration.sums,
+                 {n: (c.tree.trials.tolist(), c.chain.accepted.tolist()) for n, c in budget.tree_curves.items()})
         runs.append(([done[i].stats.ks for i in range(5)], budget._decision(), (budget._faded, handed),
-                     engine.tree_clock.windows, sum(granted)))
-    (ks, decision, handed, clock, held_windows), (ks_ref, decision_ref, handed_ref, clock_ref, none) = runs
+                     engine.tree_clock.windows, sum(granted), state))
+    (ks, decision, handed, clock, held_windows, state), (ks_ref, decision_ref, handed_ref, clock_ref, none,
+                                                         state_ref) = runs
     assert ks == ks_ref and decision == decision_ref and handed == handed_ref and clock == clock_ref
-    assert handed[0] > 0  # (AR windows faded the counts probes left)
-    assert none == 0 and held_windows > clock / 2
-    assert any(k > 1 for r in ks for k in r)  # (probes and tree measurements drafted)
+    assert state == state_ref
+    assert none == 0
+    if best == "ar":
+        assert handed[0] > 0  # (AR windows faded the counts probes left)
+        assert held_windows > clock / 2
+        assert any(k > 1 for r in ks for k in r)  # (probes and tree measurements drafted)
+    else:
+        steps = sum(len(r) for r in ks)
+        assert sum(k > 1 for r in ks for k in r) > 0.9 * steps and state[2]  # drafted, and calibrated
+        assert held_windows > 0  # (few here: ~8 positions a window, a new cache-length bucket every other window)
 
 
 def test_a_batch_last_observations_wait_for_the_next_window():

@@ -75,6 +75,8 @@ class _Hold:
     draft: Draft
     feeds: bool  # whether its windows feed the drafter
     left: int  # windows it may still hold
+    below_length: int | None  # ... while the batch's longest cache is below this (None: any)
+    tokens_left: int  # ... and every request has at least this many tokens left
     held: int = 0  # windows held so far
     waiting: list = field(default_factory=list)  # their times and observations, in order: (budget call, arguments)
 
@@ -206,7 +208,7 @@ class BatchScheduler:
         live = self._ids.pop(request_id, None)
         if live is None:
             return False
-        self.budget.forget(request_id)
+        self._forget(request_id)
         if live.slot >= 0:
             self._release(live.slot)
         else:
@@ -310,16 +312,24 @@ class BatchScheduler:
     def _fail(self, live: _Live, err: BaseException) -> StepEvent:
         self._unslot(live)
         self._ids.pop(live.request_id, None)
-        self.budget.forget(live.request_id)
+        self._forget(live.request_id)
         result = self._result(live, "error", f"generation failed: {type(err).__name__}: {err}")
         return StepEvent(live.request_id, [], True, "error", result)
 
     def _finish(self, live: _Live, new: list[int]) -> StepEvent:
         reason = finish_reason(live.outputs, live.req.stops)
         self._ids.pop(live.request_id, None)
-        self.budget.forget(live.request_id)
+        self._forget(live.request_id)
         self._release(live.slot)
         return StepEvent(live.request_id, new, True, reason, self._result(live, reason))
+
+    def _forget(self, request_id: Hashable) -> None:
+        """The budget forgets a request that ended — after the observations of a hold's windows (AutoBudget.hold),
+        which wait for its end, as everything the budget would have been told meanwhile does."""
+        if self._hold is not None:
+            self._hold.waiting.append((self.budget.forget, (request_id,)))
+        else:
+            self.budget.forget(request_id)
 
     def _observe(self, now: bool = False) -> None:
         """The budget takes in the last window's observations (then forgets its requests that have ended since) and
@@ -352,13 +362,15 @@ class BatchScheduler:
             if self._ids.get(live.request_id) is not live:  # ended (its forget came before its observations)
                 self.budget.forget(live.request_id)
 
-    def _held_draft(self, ids: list[Hashable]) -> tuple[Draft, bool] | None:
+    def _held_draft(self, ids: list[Hashable], left: list[int], length: int) -> tuple[Draft, bool] | None:
         """The draft and drafter feed of a window the budget holds (AutoBudget.hold): the same requests as the window
-        the hold was chosen for, and windows left of it; else the hold ends here (_settle) and None."""
+        the hold was chosen for, windows left of it, and within its limits (the batch's longest cache, each request's
+        tokens left); else the hold ends here (_settle) and None."""
         hold = self._hold
         if hold is None:
             return None
-        if hold.left > 0 and hold.ids == tuple(ids):
+        if (hold.left > 0 and hold.ids == tuple(ids) and min(left) >= hold.tokens_left
+                and (hold.below_length is None or length < hold.below_length)):
             hold.left -= 1
             hold.held += 1
             return hold.draft, hold.feeds
@@ -423,16 +435,16 @@ class BatchScheduler:
             self.runner.resume(launched, launched.ran if short else None)
         else:
             window, start = batch, length
-            held = self._held_draft(ids)
+            held = self._held_draft(ids, left, length)
             if held is not None:
                 draft, feeds = held
             else:
                 draft = self.budget.choose(ids, left, length)
                 feeds = self._feeds_drafter(draft)
                 if not (self._overlap or self._pipeline):  # (the device loop chooses ahead instead)
-                    windows = self.budget.hold(self.steps_per_sync, left)
+                    windows = self.budget.hold(self.steps_per_sync, left, length)
                     if windows > 0:
-                        self._hold = _Hold(tuple(ids), draft, feeds, windows)
+                        self._hold = _Hold(tuple(ids), draft, feeds, windows, *self.budget.hold_limits)
             launched = self.runner.launch(slots, draft.size, feeds, self.steps_per_sync, free=self._free,
                                           tree=draft.tree)
         self._observe()  # the previous window's, while this one runs

@@ -51,9 +51,11 @@ over (`observe_window`) and has them taken in (`prepare`, every REFRESH_STEPS st
 window, so on a GPU the choice only looks rows up (its estimates then lag a window, or a few one-step windows).
 A batch's pricing (every draft's expected tokens and cost) serves up to PRICE_WINDOWS windows while the batch, the
 estimates, the draft chosen last and its cache length (to LENGTH_STEP positions) stand (`_priced`). A batch held at AR
-on merit is held for those windows (`hold`): where the host runs the windows, the scheduler runs them with no call
-to the budget and hands their times and observations over after them, in order (`held` counts them as choose() would
-have): the same choices, at a few us per window instead of ~60-90.
+on merit is held for those windows (`hold`), and so is a batch drafting on merit while its pricing would be served
+again (no take-in due, no tree measurement near, its caps and its cache length's bucket standing): where the host runs
+the windows, the scheduler runs them with no call to the budget and hands their times, observations and forgets over
+after them, in order (`held` counts them as choose() would have): the same choices, at a few us per window instead of
+~60-90.
 
 Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
@@ -464,7 +466,9 @@ class Fixed:
     def defers_context(self, n: int, length: int | None = None) -> bool:
         return False
 
-    def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
+    hold_limits = (None, 0)
+
+    def hold(self, steps: int = 1, left: Sequence[int] | None = None, length: int | None = None) -> int:
         return 0
 
     def held(self, windows: int) -> None:
@@ -608,6 +612,12 @@ class AutoBudget:
     # to the tree clock (as priced then); None if every tree size is measured (_tree_near)
     _tree_wait: tuple | None = field(init=False, default=None)
     _drafts_fewer: bool = field(init=False, default=False)  # ... and whether one request fewer would draft (ditto)
+    # a drafting choice held on merit (hold): ((its requests, draft), its batch's expected tokens, the seconds each
+    # window adds to the tree clock), from its hold() to its held(); None otherwise
+    _paired: tuple | None = field(init=False, default=None)
+    # after hold() > 0: the batch's longest cache below which, and the tokens left per request from which, the held
+    # windows are those choose() would choose (None, 0: no bound); the scheduler ends the hold where they are not
+    hold_limits: tuple = field(init=False, default=(None, 0))
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
@@ -755,20 +765,28 @@ class AutoBudget:
             self._chosen[(tuple(requests), self._last)] = self._pricing[2][6][self._last]  # (this batch's: _choose)
         return self._last
 
-    def hold(self, steps: int = 1, left: Sequence[int] | None = None) -> int:
-        """After choose() (`left`: what it was given): how many more windows (of `steps` steps) the same batch may run
-        at the draft just chosen with no call to the budget in between (choose, observe_*, prepare, needs_context) —
-        their times and observations handed over after them, in order, then `held` with their number. Only a batch held
-        at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions), none of them
-        a window where a probe or a tree measurement could come or every request has its last token left, and all of
-        them feeding the drafter or none (needs_context).
-        Each of those windows would be AR: nothing it would see changes but its requests' caps, which only lower the
-        drafts' expected tokens, and the held windows' observations, which it would take in every REFRESH_STEPS steps
-        (held, they wait at most PRICE_WINDOWS windows, as the cost table's moves do). 0 otherwise.
+    def hold(self, steps: int = 1, left: Sequence[int] | None = None, length: int | None = None) -> int:
+        """After choose() (`left`, `length`: what it was given): how many more windows (of `steps` steps) the same batch
+        may run at the draft just chosen with no call to the budget in between (choose, observe_*, prepare,
+        needs_context, forget) — their times, observations and forgets handed over after them, in order, then `held`
+        with their number — while the batch's longest cache stays below hold_limits[0] and each request has at least
+        hold_limits[1] tokens left (the scheduler ends the hold at the first window where not). 0 otherwise.
 
-        Why: a held AR window's budget calls took 55-90 us of host time before its model step on this CPU at 4-8
-        requests (cold after the step: ~20 us warm), against 16-21 us for an AR engine's whole scheduling, ~2 % of a
-        3.3-4.4 ms window (2026-11-26)."""
+        A batch held at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions),
+        none of them a window where a probe or a tree measurement could come or every request has its last token left,
+        and all of them feeding the drafter or none (needs_context). Each of those windows would be AR: nothing it
+        would see changes but its requests' caps, which only lower the drafts' expected tokens, and the held windows'
+        observations, which it would take in every REFRESH_STEPS steps (held, they wait at most PRICE_WINDOWS windows,
+        as the cost table's moves do). Why: a held AR window's budget calls took 55-90 us of host time before its model
+        step on this CPU at 4-8 requests (cold after the step: ~20 us warm), against 16-21 us for an AR engine's whole
+        scheduling, ~2 % of a 3.3-4.4 ms window (2026-11-26).
+
+        A batch drafting on merit (_hold_drafting): the windows choose() would price as this one — its pricing served
+        again (its batch, caps, cache length's bucket, estimates and calibration standing), every tree size measured,
+        no take-in due — so each of them is this draft, exactly."""
+        if self._last is not None and self._last.size > 1:
+            return self._hold_drafting(steps, left, length)
+        self.hold_limits = (None, 0)
         if self._probe_wait is None or self._pricing is None:
             return 0
         held_cost, probe_regret = self._probe_wait
@@ -792,10 +810,60 @@ class AutoBudget:
             windows += 1
         return windows
 
-    def held(self, windows: int) -> None:
-        """What choose() would have counted for `windows` held windows (hold) of the AR choice it made last: the tree
-        clock, the AR stretch's windows and predicted time, the pricing's use."""
+    def _hold_drafting(self, steps: int, left: Sequence[int] | None, length: int | None) -> int:
+        """hold() of a drafting choice: the windows whose choice would serve this one's pricing again, each choosing the
+        same draft (the priced best, priced after a window of it) with the same effects (held): while its uses last, no
+        take-in comes (the held
+        windows' steps, handed over at the hold's end, keep the kept steps below REFRESH_STEPS: choose() would see no
+        new estimate), every request keeps the block as its cap (at least block_size tokens left) and the batch's
+        longest cache stays in its LENGTH_STEP bucket (the scheduler checks the last two: hold_limits) and no tree size's
+        measurement window comes (on the tree clock as choose() moves it); the drafter's curve measured (else every
+        window takes in), the window calibrated (its drafter fed: _fed) and, in every held window, its observations paired with the
+        batch's expected tokens as choose() would pair them.
+
+        Why: at batch 1 on this CPU (fixture pair, chain:8 windows of ~4.4 ms) auto's windows cost ~67 us more host
+        time than a fixed draft's (0.127 against 0.060 ms mean between a window's model step and the next, 2026-11-27):
+        choose, the cost table's and the estimates' bookkeeping, each cold after the model step."""
+        self.hold_limits = (None, 0)
+        pricing = self._pricing
+        if (pricing is None or self._probing is not None or self._last != pricing[2][4] or pricing[0][3] != self._last
+                or not self.curve.steps() or self._fed < TAP_LEAD
+                or (left is not None and min(left) < self.block_size)):
+            return 0
+        limit = min(pricing[1], (REFRESH_STEPS - 1 - self._pending_steps) // steps)
+        expected, _, now, rates, best = pricing[2][:5]
+        unmeasured = self._unmeasured()
+        # a tree size's measurement window (_choose): the least regret of them comes first, on the clock as choose()
+        # would move it
+        regret = min((now[d] - expected[d] / rates[best] for d in self.drafts if d.tree and d.size in unmeasured),
+                     default=None)
+        clock, since_s, windows = self.tree_clock.windows, self.tree_clock.since_s, 0
+        while windows < limit:
+            clock += 1
+            since_s += now[best]
+            if regret is not None and self._tree_measures(clock, since_s, regret):
+                break
+            windows += 1
         if windows <= 0:
+            return 0
+        key = (pricing[0][0][0], self._last)  # (its requests, the draft): what choose() pairs a window's tokens with
+        self._paired = (key, pricing[2][6][self._last], pricing[2][2][self._last])
+        self.hold_limits = (None if length is None else (length // LENGTH_STEP + 1) * LENGTH_STEP,
+                            0 if left is None else self.block_size)
+        return windows
+
+    def held(self, windows: int) -> None:
+        """What choose() would have counted for `windows` held windows (hold) of the choice it made last: the tree
+        clock, the pricing's use, and for an AR choice the AR stretch's windows and predicted time."""
+        paired, self._paired = self._paired, None
+        if windows <= 0:
+            return
+        if paired is not None:  # a drafting choice held
+            clock = self.tree_clock
+            clock.windows += windows
+            for _ in range(windows):  # (summed as choose() sums them)
+                clock.since_s += paired[2]
+            self._pricing = (self._pricing[0], max(self._pricing[1] - windows, 0), self._pricing[2])
             return
         if self._probe_wait is None:
             raise ValueError("held() follows hold() of an AR choice held on merit")
@@ -1196,6 +1264,8 @@ class AutoBudget:
             return
         requests, taus = tuple(requests), [list(t) for t in taus]  # (kept: the caller's lists may change)
         expected = self._chosen.pop((requests, draft), None) if self._chosen else None  # (calibrated at the take-in)
+        if expected is None and self._paired is not None and self._paired[0] == (requests, draft):
+            expected = self._paired[1]  # a held window's, handed over at its hold's end (hold)
         # kept, read at the take-in (_count_steps): a chain's steps are its τs
         chains = [list(c) for c in chain_equivalent] if draft.tree else None
         self._pending.append((requests, draft, taus, chains, list(finished), expected))
