@@ -1,0 +1,46 @@
+"""Run a sim script with a budget variant: python variant.py VARIANT script args..."""
+import sys, runpy
+import dflash_trt.spec.budget as B
+v = sys.argv.pop(1)
+if v == 'nocal':
+    B.Calibration.factor = lambda self, d: 1.0
+elif v == 'chaincal':  # the chain's factor for trees too
+    B.Calibration._key = staticmethod(lambda d: "chain")
+if v in ('treechain', 'treechain_nt'):  # a tree window on merit also calibrates the chains: its argmax chain's steps
+    orig = B.AutoBudget._count_steps
+    deepest = None
+    def count(self):
+        extra = []
+        i = [j for j, d in enumerate(self.drafts) if not d.tree][-1]  # the block's chain: E at cap K = chain:K's
+        for requests, draft, taus, chains, finished, expected in self._pending:
+            if expected is None or not draft.tree or any(finished) or not all(taus) or not chains:
+                continue
+            acc = exp = 0.0
+            for r, c in zip(requests, chains):
+                if not c:
+                    continue
+                row = self._rows.get(r, 0)
+                e = self._rows_expected([(row, k) for k, _ in c])
+                acc += sum(t - 1 for _, t in c) / len(c)
+                exp += sum(e[(row, k)][i] - 1 for k, _ in c) / len(c)
+            extra.append((B.Draft("chain", 16), acc, exp))
+        orig(self)
+        if extra:
+            self.calibration.add(extra)
+    B.AutoBudget._count_steps = count
+    if v == 'treechain_nt':
+        B.Calibration._key = staticmethod(lambda d: "chain")
+if v.startswith('decay'):  # the drafter's curve fades per step (recency)
+    rate = float(v[5:])
+    oc = B.AutoBudget._count_steps
+    def count(self):
+        steps = sum(max(map(len, taus if chains is None else chains), default=0) * len(requests)
+                    for requests, draft, taus, chains, finished, expected in self._pending)
+        f = rate ** steps
+        self.curve.accepted = self.curve.accepted * f
+        self.curve.trials = self.curve.trials * f
+        oc(self)
+    B.AutoBudget._count_steps = count
+script = sys.argv.pop(1)
+sys.argv[0] = script
+runpy.run_path(script, run_name='__main__')
