@@ -782,7 +782,7 @@ class AutoBudget:
         scheduling, ~2 % of a 3.3-4.4 ms window (2026-11-26).
 
         A batch drafting on merit (_hold_drafting): the windows choose() would price as this one — its pricing served
-        again (its batch, caps, cache length's bucket, estimates and calibration standing), every tree size measured,
+        again (its batch, caps, cache length's bucket, estimates and calibration standing), no tree measurement near,
         no take-in due — so each of them is this draft, exactly."""
         if self._last is not None and self._last.size > 1:
             return self._hold_drafting(steps, left, length)
@@ -812,14 +812,14 @@ class AutoBudget:
 
     def _hold_drafting(self, steps: int, left: Sequence[int] | None, length: int | None) -> int:
         """hold() of a drafting choice: the windows whose choice would serve this one's pricing again, each choosing the
-        same draft (the priced best, priced after a window of it) with the same effects (held): while its uses last, no
-        take-in comes (the held
-        windows' steps, handed over at the hold's end, keep the kept steps below REFRESH_STEPS: choose() would see no
-        new estimate), every request keeps the block as its cap (at least block_size tokens left) and the batch's
-        longest cache stays in its LENGTH_STEP bucket (the scheduler checks the last two: hold_limits) and no tree size's
-        measurement window comes (on the tree clock as choose() moves it); the drafter's curve measured (else every
-        window takes in), the window calibrated (its drafter fed: _fed) and, in every held window, its observations paired with the
-        batch's expected tokens as choose() would pair them.
+        same draft (the priced best, priced after a window of it) with the same effects (held). While its uses last:
+        no take-in comes (the held windows' steps, handed over at the hold's end, keep the kept steps below
+        REFRESH_STEPS: choose() would see no new estimate), every request keeps the block as its cap (at least
+        block_size tokens left), the batch's longest cache stays in its LENGTH_STEP bucket (the scheduler checks these
+        two: hold_limits), and no tree size's measurement window comes (on the tree clock as choose() moves it). Only
+        once the drafter's curve is measured (else every window takes in) and the window is calibrated (its drafter
+        fed: _fed); every held window's observations are paired with the batch's expected tokens as choose() would
+        pair them.
 
         Why: at batch 1 on this CPU (fixture pair, chain:8 windows of ~4.4 ms) auto's windows cost ~67 us more host
         time than a fixed draft's (0.127 against 0.060 ms mean between a window's model step and the next, 2026-11-27):
