@@ -2,7 +2,7 @@
 # For the next session with a GPU (written in the nineteenth session, which had none; not run). Copy into .whl/ with
 # the wheels (../2026-11-27-gpu-h200-s12/wheels.sh, then drop the tokenizers / safetensors / huggingface_hub / hf_xet
 # wheels, keep httpx2 / httpcore2), the mixed prompts (python ../2026-11-27-gpu-h200-s18/mixed320.py .whl/mixed320.jsonl)
-# and the eighteenth session's final code (git archive d6e40f9 dflash_trt scripts | tar -x -C .whl/old); run as
+# and the eighteenth session's final package (mkdir -p .whl/old; git archive d6e40f9 dflash_trt | tar -x -C .whl/old); run as
 # `TAG=s20r1 bash .whl/gpu_next.sh` with carry [".whl"] on nvidia-h200.
 # What it answers: auto / best fixed on the current code (the engine's global tables, the trees calibrated together,
 # shapes captured up front) beside d6e40f9, and the new host_ms lines: where auto's extra ~134 us a window at batch 1
@@ -16,8 +16,9 @@ T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a $R/timelin
 DFLASH_CUDA_ARCHS=90 scripts/build_plugins.sh > $R/build.log 2>&1 || echo BUILD FAILED
 export DFLASH_PLUGINS_LIB=$PWD/plugins/build/libdflash_plugins.so
 el start
-bench() {  # name, package dir, extra args
-  PYTHONPATH=$2:/tmp/site timeout ${BT:-100} python3 $2/scripts/bench_draft_budget.py --device cuda "${@:3}" --output $R/db_$1 > $R/db_$1.txt 2>&1
+bench() {  # name, package dir, extra args (this bench script for both packages: its host-ms timing wraps runner methods
+  # both have)
+  PYTHONPATH=$2:/tmp/site timeout ${BT:-100} python3 scripts/bench_draft_budget.py --device cuda "${@:3}" --output $R/db_$1 > $R/db_$1.txt 2>&1
   echo "rc $?" >> $R/db_$1.txt
   echo "$1: $(grep -oE "auto / best fixed \([a-z0-9:]+\): [0-9.]+|rc [0-9]+" $R/db_$1.txt | tr '\n' ' ')"
   grep -E "host ms" $R/db_$1.txt | cut -c1-400; el $1
