@@ -41,6 +41,18 @@ if v.startswith('decay'):  # the drafter's curve fades per step (recency)
         self.curve.trials = self.curve.trials * f
         oc(self)
     B.AutoBudget._count_steps = count
+if v == 'globaldecay':  # every kind's calibration sums fade with every calibrated window, of any kind
+    def add(self, windows):
+        for d, accepted, expected in windows:
+            for key, sums in self.sums.items():
+                if key != self._key(d):
+                    sums[0] *= B.CALIBRATION_DECAY
+                    sums[1] *= B.CALIBRATION_DECAY
+            sums = self.sums.setdefault(self._key(d), [0.0, 0.0])
+            sums[0] = B.CALIBRATION_DECAY * sums[0] + accepted
+            sums[1] = B.CALIBRATION_DECAY * sums[1] + expected
+        self.version += 1
+    B.Calibration.add = add
 script = sys.argv.pop(1)
 sys.argv[0] = script
 runpy.run_path(script, run_name='__main__')
