@@ -53,6 +53,21 @@ if v == 'globaldecay':  # every kind's calibration sums fade with every calibrat
             sums[1] = B.CALIBRATION_DECAY * sums[1] + expected
         self.version += 1
     B.Calibration.add = add
+if v == 'depth1':  # a tree window's argmax chains calibrate the chains at depth 1 only (every tree holds it)
+    orig1 = B.AutoBudget._count_steps
+    def count1(self):
+        extra = []
+        for requests, draft, taus, chains, finished, expected in self._pending:
+            if expected is None or not draft.tree or any(finished) or not all(taus) or not chains or not all(chains):
+                continue
+            g, _ = self._estimates()
+            p1 = self._chain_curves(list(requests), g)[:, 0]
+            acc = sum(sum(t >= 2 for _, t in c) / len(c) for c in chains)
+            extra.append((B.Draft("chain", self.block_size), float(acc), float(p1.sum())))
+        orig1(self)
+        if extra:
+            self.calibration.add(extra)
+    B.AutoBudget._count_steps = count1
 script = sys.argv.pop(1)
 sys.argv[0] = script
 runpy.run_path(script, run_name='__main__')
