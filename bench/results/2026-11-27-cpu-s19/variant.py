@@ -1,4 +1,9 @@
-"""Run a sim script with a budget variant: python variant.py VARIANT script args..."""
+"""Run a script (a replay, or lockcount.py on the engine) with a budget variant patched in:
+`python variant.py VARIANT script args...`. Variants (none kept; NOTES.md section 4): base (none), nocal (every
+calibration factor 1), chaincal (one factor for chains and trees), treechain (a tree window's argmax chains calibrate
+the chains, at the depth each lies in the tree), treechain_nt (that, with one factor), decayR (the drafter's curve
+fades by R per step), globaldecay (every kind's calibration sums fade with every calibrated window), depth1 (a tree
+window's argmax chains calibrate the chains at depth 1 only)."""
 import sys, runpy
 import dflash_trt.spec.budget as B
 v = sys.argv.pop(1)
