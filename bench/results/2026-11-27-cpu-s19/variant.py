@@ -3,7 +3,8 @@
 calibration factor 1), chaincal (one factor for chains and trees), treechain (a tree window's argmax chains calibrate
 the chains, at the depth each lies in the tree), treechain_nt (that, with one factor), decayR (the drafter's curve
 fades by R per step), globaldecay (every kind's calibration sums fade with every calibrated window), depth1 (a tree
-window's argmax chains calibrate the chains at depth 1 only)."""
+window's argmax chains calibrate the chains at depth 1 only), refreshN (while a tree is chosen on merit, the best
+chain gets a window once chains have not run for N windows and the exploration credit covers its regret)."""
 import sys, runpy
 import dflash_trt.spec.budget as B
 v = sys.argv.pop(1)
@@ -73,6 +74,23 @@ if v == 'depth1':  # a tree window's argmax chains calibrate the chains at depth
         if extra:
             self.calibration.add(extra)
     B.AutoBudget._count_steps = count1
+if v.startswith('refresh'):  # while a tree is chosen on merit, the best chain gets a window once the chains have run
+    # none for STALE windows and the exploration credit covers its regret (calibrated: its factor follows the text)
+    stale = int(v[7:])
+    orig_c = B.AutoBudget._choose
+    def choose_r(self, requests, left, length):
+        d = orig_c(self, requests, left, length)
+        clock, pr = self.tree_clock, self._pricing
+        gap = getattr(clock, 'chain_gap', 0)
+        if d.tree and pr is not None and d == pr[2][4] and self._probing is None and gap >= stale:
+            expected, costs, now, rates, best = pr[2][:5]
+            bc = max((c for c in self.drafts if not c.tree and c.size > 1), key=lambda c: rates[c])
+            if self.explore_share * clock.since_s >= now[bc] - expected[bc] / rates[best]:
+                clock.since_s, clock.chain_gap = 0.0, 0
+                return bc
+        clock.chain_gap = 0 if (not d.tree and d.size > 1) else gap + 1
+        return d
+    B.AutoBudget._choose = choose_r
 script = sys.argv.pop(1)
 sys.argv[0] = script
 runpy.run_path(script, run_name='__main__')
