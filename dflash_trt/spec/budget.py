@@ -612,8 +612,8 @@ class AutoBudget:
     # to the tree clock (as priced then); None if every tree size is measured (_tree_near)
     _tree_wait: tuple | None = field(init=False, default=None)
     _drafts_fewer: bool = field(init=False, default=False)  # ... and whether one request fewer would draft (ditto)
-    # a drafting choice held on merit (hold): ((its requests, draft), its batch's expected tokens, the seconds each
-    # window adds to the tree clock), from its hold() to its held(); None otherwise
+    # a drafting choice held on merit (hold): ((its requests, draft), its batch's expected tokens), from its hold() to
+    # its held(); None otherwise
     _paired: tuple | None = field(init=False, default=None)
     # after hold() > 0: the batch's longest cache below which, and the tokens left per request from which, the held
     # windows are those choose() would choose (None, 0: no bound); the scheduler ends the hold where they are not
@@ -831,23 +831,22 @@ class AutoBudget:
                 or (left is not None and min(left) < self.block_size)):
             return 0
         limit = min(pricing[1], (REFRESH_STEPS - 1 - self._pending_steps) // steps)
-        expected, _, now, rates, best = pricing[2][:5]
+        seconds = pricing[2][2][self._last]
         unmeasured = self._unmeasured()
         # a tree size's measurement window (_choose): the least regret of them comes first, on the clock as choose()
         # would move it
-        regret = min((now[d] - expected[d] / rates[best] for d in self.drafts if d.tree and d.size in unmeasured),
-                     default=None)
+        regret = min((_regret(pricing[2], d) for d in self.drafts if d.tree and d.size in unmeasured), default=None)
         clock, since_s, windows = self.tree_clock.windows, self.tree_clock.since_s, 0
         while windows < limit:
             clock += 1
-            since_s += now[best]
+            since_s += seconds
             if regret is not None and self._tree_measures(clock, since_s, regret):
                 break
             windows += 1
         if windows <= 0:
             return 0
         key = (pricing[0][0][0], self._last)  # (its requests, the draft): what choose() pairs a window's tokens with
-        self._paired = (key, pricing[2][6][self._last], pricing[2][2][self._last])
+        self._paired = (key, pricing[2][6][self._last])
         self.hold_limits = (None if length is None else (length // LENGTH_STEP + 1) * LENGTH_STEP,
                             0 if left is None else self.block_size)
         return windows
@@ -855,24 +854,22 @@ class AutoBudget:
     def held(self, windows: int) -> None:
         """What choose() would have counted for `windows` held windows (hold) of the choice it made last: the tree
         clock, the pricing's use, and for an AR choice the AR stretch's windows and predicted time."""
-        paired, self._paired = self._paired, None
+        drafting, self._paired = self._paired is not None, None
         if windows <= 0:
             return
-        if paired is not None:  # a drafting choice held
-            clock = self.tree_clock
-            clock.windows += windows
-            for _ in range(windows):  # (summed as choose() sums them)
-                clock.since_s += paired[2]
-            self._pricing = (self._pricing[0], max(self._pricing[1] - windows, 0), self._pricing[2])
-            return
-        if self._probe_wait is None:
+        if not drafting and self._probe_wait is None:
             raise ValueError("held() follows hold() of an AR choice held on merit")
+        # what each held window adds to the clock, as choose() priced it: the drafting choice's priced seconds (its
+        # pricing, served again), or the AR choice's
+        seconds = self._pricing[2][2][self._last] if drafting else self._probe_wait[0]
         clock = self.tree_clock
         clock.windows += windows
-        self._at_one += windows
+        if not drafting:
+            self._at_one += windows
         for _ in range(windows):  # (summed as choose() sums them)
-            clock.since_s += self._probe_wait[0]
-            self._held_s += self._probe_wait[0]
+            clock.since_s += seconds
+            if not drafting:
+                self._held_s += seconds
         if self._pricing is not None:
             self._pricing = (self._pricing[0], max(self._pricing[1] - windows, 0), self._pricing[2])
 
@@ -897,21 +894,17 @@ class AutoBudget:
         clock = self.tree_clock
         clock.windows += 1
         self._probing = None
-        expected, costs, now, rates, best, probe, _ = self._priced(requests, left, length)
+        priced = self._priced(requests, left, length)
+        now, best, probe = priced[2], priced[4], priced[5]
         if best.size > 1 and not self.curve.steps():  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
-        def regret(d: Draft, factor: float | None = None) -> float:
-            """What a window of d loses against the best choice: its time (its entry times `factor`, else as priced
-            now) beyond what the best takes for the tokens d is expected to emit."""
-            return (now[d] if factor is None else costs[d] * factor) - expected[d] / rates[best]
-
         clock.since_s += now[best]
         # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
         held = best.size == 1
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
         for size in self._unmeasured():  # ... each takes a window in every tree_probe_every where exploring may lose it
             tree = Draft("tree", size)
-            measuring[size] = regret(tree, self.cost.probe_factor if held else None)
+            measuring[size] = _regret(priced, tree, self.cost.probe_factor if held else None)
             if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
                 clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
                 if held:
@@ -928,7 +921,7 @@ class AutoBudget:
         self._held_s += now[best]
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
-        probe_regret = regret(probe, self.cost.probe_factor)
+        probe_regret = _regret(priced, probe, self.cost.probe_factor)
         if self._probe_waits(self._at_one, self._held_s, probe_regret):
             self._probe_wait = (now[best], probe_regret)  # (hold, needs_context)
             self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
@@ -1403,6 +1396,13 @@ class AutoBudget:
 
     def describe(self) -> str:
         return "auto"
+
+
+def _regret(priced: tuple, d: Draft, factor: float | None = None) -> float:
+    """What a window of d loses against the best choice of a pricing (AutoBudget._priced): its time (its entry times
+    `factor`, else as priced now) beyond what the best takes for the tokens d is expected to emit."""
+    expected, costs, now, rates, best = priced[:5]
+    return (now[d] if factor is None else costs[d] * factor) - expected[d] / rates[best]
 
 
 def _argmax(rates: dict[Draft, float]) -> Draft:
