@@ -117,10 +117,11 @@ class Walk:
         t = self.produced - 1
         left = self.trace["tokens"] - self.produced
         chain = self.trace["chain"][t] if t < len(self.trace["chain"]) else 0
-        if draft.tree:
+        if draft.tree:  # the chain as deep as the step verifies it (spec/tree.chain_equivalent)
             tr = self.trace["trees"][str(draft.size)]
             accepted, depth = tr["accepted"][t], tr["chain_depth"][t]
-            equiv = (depth + 1, min(chain, depth) + 1)
+            known = int(min(chain, depth) == depth and depth < min(draft.size, self.block_size) - 1)
+            equiv = (depth + 1 + known, min(chain, depth + known) + 1)
         else:
             accepted, equiv = min(chain, draft.size - 1), None
         tau = accepted + 1  # what the engine reports (and auto learns): the budget cuts the emission, not τ

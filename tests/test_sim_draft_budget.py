@@ -12,7 +12,7 @@ import pytest
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
 from dflash_trt.engines.torch_engine import TorchEngine
-from dflash_trt.spec.budget import AutoBudget, CostTable, Draft, auto_drafts
+from dflash_trt.spec.budget import AutoBudget, CostTable, Draft, Fixed, auto_drafts
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "gsm8k-tiny"
@@ -47,6 +47,35 @@ def test_replay_reports_the_engines_taus(setup, draft):
             walk.step(d)
         assert walk.taus == real.stats.taus
         assert trace["tokens"] == len(real.token_ids)
+
+
+def test_replayed_trees_show_auto_their_argmax_chain_as_the_engine_does(setup, monkeypatch):
+    """A tree step's argmax chain (K, τ), what auto's chain estimate learns from trees (spec/tree.chain_equivalent),
+    replays as the engine reports it — including the depth past the tree that the target's token judges — on every
+    step but each request's last (its budget cuts the engine's accepted path there)."""
+    engine, prompts, sim, traces = setup
+    seen = []
+    original = Fixed.observe_window
+
+    def observe_window(self, requests, draft, taus, chain_equivalent=(), finished=()):
+        seen.extend(step for steps in chain_equivalent for step in steps)
+        return original(self, requests, draft, taus, chain_equivalent, finished)
+
+    monkeypatch.setattr(Fixed, "observe_window", observe_window)
+    past_the_tree = 0
+    for prompt, trace in zip(prompts, traces):
+        seen.clear()
+        engine.generate([prompt], SamplingParams(max_new_tokens=40), draft="tree:16")
+        walk = sim.Walk(0, trace, engine.drafter.block_size)
+        replayed = []
+        while not walk.done:
+            depth = trace["trees"]["16"]["chain_depth"][walk.produced - 1]
+            equiv = walk.step(Draft("tree", 16))[1]
+            replayed.append(equiv)
+            past_the_tree += equiv[0] - 1 > depth
+        assert len(seen) == len(replayed) > 1
+        assert seen[:-1] == replayed[:-1]
+    assert past_the_tree > 0  # (the chain judged one depth past the tree on some steps)
 
 
 def test_oracle_bounds_every_fixed_draft_and_auto_runs(setup):

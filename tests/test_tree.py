@@ -124,29 +124,38 @@ def test_build_tree_depth_and_chain_limits():
 
 @pytest.mark.parametrize("num_nodes", [2, 6, 16, 40])
 def test_argmax_chain_inside_the_tree(num_nodes):
-    """chain_depth = how far the drafter's argmax chain can be walked inside the tree; chain_equivalent = how many of
-    the accepted path's leading depths follow it (what a chain draft would have accepted on the same step)."""
+    """chain_depth = how far the drafter's argmax chain can be walked inside the tree; chain_equivalent = (K, τ) of
+    that chain on the step: τ - 1 = the accepted path's leading depths that follow it, K - 1 = chain_depth, plus one
+    where the path holds the chain's last node inside the tree (the target's token there judges the chain's next
+    draft: τ counts it if they are equal)."""
     g = torch.Generator().manual_seed(num_nodes)
-    logits = torch.randn(6, 7, 9, generator=g)
-    tree = build_tree(logits, torch.zeros(6, dtype=torch.long), num_nodes)
+    logits = torch.randn(8, 7, 9, generator=g)
+    tree = build_tree(logits, torch.zeros(8, dtype=torch.long), num_nodes)
     width = max_depth(num_nodes, 8) + 1
     assert torch.equal(tree.argmax, logits[:, : width - 1].argmax(-1))
-    target = torch.randint(0, 9, (6, num_nodes), generator=g)
-    for b in range(6):  # make the target follow the argmax chain for a while, then the tree's side branches
+    target = torch.randint(0, 9, (8, num_nodes), generator=g)
+    for b in range(8):  # rows 0-3: the target follows the argmax chain b depths, then a side branch; rows 4-7: the
         kids = {i: [c for c in range(num_nodes) if tree.parents[b, c] == i] for i in range(num_nodes)}
-        node = 0
-        for d in range(b % 4):
+        node = 0  # whole chain inside the tree, then the chain's next draft (rows 4, 6) or another token (5, 7)
+        for d in range(b if b < 4 else width - 1):
             nxt = [c for c in kids[node] if tree.tokens[b, c] == tree.argmax[b, d]]
             if not nxt:
                 break
             target[b, node] = tree.argmax[b, d]
             node = nxt[0]
-        if kids[node]:
+        else:
+            if b < 4 and kids[node]:
+                target[b, node] = tree.tokens[b, kids[node][-1]]
+            continue
+        if b >= 4:
+            target[b, node] = tree.argmax[b, d] if b % 2 == 0 else (tree.argmax[b, d] + 1) % 9
+        elif kids[node]:
             target[b, node] = tree.tokens[b, kids[node][-1]]
-    path, res = tree_accept(tree.tokens, tree.parents, tree.depth, target, torch.full((6, 1), -1),
-                            torch.full((6,), 99), width)
-    got = chain_equivalent(tree, path, res.accepted)
-    for b in range(6):
+    path, res = tree_accept(tree.tokens, tree.parents, tree.depth, target, torch.full((8, 1), -1),
+                            torch.full((8,), 99), width)
+    got = chain_equivalent(tree, path, res.accepted, res.target_tokens)
+    extended = hits = 0
+    for b in range(8):
         node, depth = 0, 0  # walk the argmax chain in the tree
         while depth < width - 1:
             nxt = [c for c in range(num_nodes) if tree.parents[b, c] == node and tree.tokens[b, c] == tree.argmax[b, depth]]
@@ -158,12 +167,17 @@ def test_argmax_chain_inside_the_tree(num_nodes):
         follows = 0
         while follows < a and int(tree.tokens[b, path[b, follows + 1]]) == int(tree.argmax[b, follows]):
             follows += 1
-        assert int(got[b]) == follows
+        known = follows == depth and depth < width - 1
+        hit = known and int(target[b, node]) == int(tree.argmax[b, depth])
+        extended, hits = extended + known, hits + hit
+        assert got[b].tolist() == [depth + 1 + known, follows + 1 + hit]
+    if num_nodes > 2:  # (tree:2 is one node deep: its chain never leaves it within the drafts)
+        assert 0 < hits < extended
     chain = chain_tree(torch.tensor([[0, 3, 4, 5]]))
     assert int(chain.chain_depth[0]) == 3
     _, r = tree_accept(chain.tokens, chain.parents, chain.depth, torch.tensor([[3, 4, 7, 1]]), torch.full((1, 1), -1),
                        torch.tensor([9]), 4)
-    assert int(r.accepted[0]) == 2 and int(chain_equivalent(chain, _, r.accepted)[0]) == 2
+    assert int(r.accepted[0]) == 2 and chain_equivalent(chain, _, r.accepted, r.target_tokens)[0].tolist() == [4, 3]
 
 
 # ---- the target's tree verify ------------------------------------------------------------------------------------------

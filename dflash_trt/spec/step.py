@@ -123,8 +123,8 @@ class WindowResult:
     new_tokens: list[list[int]]
     taus: list[list[int]]  # τ of each step the slot took part in (accepted + 1)
     done: list[bool]
-    # tree windows: per step, (K, τ) of the tree's argmax chain — the chain a chain draft would have verified (its
-    # depth in the tree + 1) and what it would have accepted + 1 (spec/tree.chain_equivalent); empty for chains
+    # tree windows: per step, (K, τ) of the tree's argmax chain — the chain a chain draft would have verified, as deep
+    # as the step verified it, and what it accepted + 1 (spec/tree.chain_equivalent); empty for chains
     chain_equivalent: list[list[tuple[int, int]]] = field(default_factory=list)
     # the window compiled a graph (torch.compile) or captured one (CUDA graphs): its time is not what its steps cost
     warmup: bool = False
@@ -684,7 +684,7 @@ class SpecStep:
                                         self.stop_ids[rows], remaining, max_depth(k, self.drafter.block_size) + 1)
             for k_store, v_store in tc.kv_stores():
                 ops.compact_kv(k_store, v_store, rows, starts, path)
-            chain = torch.stack([nodes.chain_depth + 1, chain_equivalent(nodes, path, res.accepted) + 1], 1)
+            chain = chain_equivalent(nodes, path, res.accepted, res.target_tokens)
             self.chain_log.index_put_((self.step_index.expand(n), rows), chain)
             features = features.gather(1, path[..., None].expand(-1, -1, features.shape[-1]))
             k = path.shape[1]

@@ -168,11 +168,26 @@ def chain_tree(tokens: torch.Tensor) -> DraftTree:
                      torch.full((n,), k - 1, device=dev))
 
 
-def chain_equivalent(tree: DraftTree, path: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
-    """How many drafts the tree's argmax chain (the chain a chain draft verifies) would have accepted on this step:
-    the leading depths of the accepted path that follow it. [n]; it could verify tree.chain_depth of them, so a value
-    equal to chain_depth says nothing of the next depth (what spec/budget.py's chain estimate learns from tree steps)."""
+def chain_equivalent(tree: DraftTree, path: torch.Tensor, accepted: torch.Tensor,
+                     path_targets: torch.Tensor) -> torch.Tensor:
+    """What the tree's argmax chain (the chain a chain draft verifies) shows of itself on this step: [n, 2] = (K, τ),
+    a chain of K that accepted τ - 1 drafts (spec/budget.py's chain estimate learns from tree steps through it).
+    path [n, W], accepted [n] and path_targets [n, W] (the target's token at each path node) are tree_accept's.
+
+    τ - 1 = the accepted path's leading depths that follow the chain; K - 1 = how deep the step verified the chain:
+    tree.chain_depth, the depth to which it lies inside the tree, and one depth more where the path followed the chain
+    to its last node inside the tree — the target's token there is the verdict on the chain's next draft, which the
+    tree does not hold. That depth is where the drafter was unsure enough to branch instead (why the chain left the
+    tree), so it rejects more often than the chain's average: cut off at chain_depth instead, the chain's deep
+    acceptance came out high while trees ran (a replay of 40 prompts, batch 1: tree:16's estimate 5.5 % above what
+    it accepted, 1.7 % below with the extra depth; bench/results/2026-11-27-cpu-s20)."""
     width = path.shape[1]
     on_chain = tree.tokens.gather(1, path[:, 1:]) == tree.argmax[:, : width - 1]
     within = torch.arange(1, width, device=path.device)[None, :] <= accepted[:, None]
-    return (on_chain & within).long().cumprod(1).sum(1)
+    follows = (on_chain & within).long().cumprod(1).sum(1)
+    depth = tree.chain_depth  # (<= the tree's depth, width - 1)
+    # the chain's node at chain_depth accepted (the path holds it) and the drafter drafted a depth past it
+    known = (follows == depth) & (depth < tree.argmax.shape[1])
+    nxt = tree.argmax.gather(1, depth.clamp_max(tree.argmax.shape[1] - 1)[:, None])[:, 0]
+    hit = known & (path_targets.gather(1, depth[:, None])[:, 0] == nxt)
+    return torch.stack([depth + 1 + known.long(), follows + 1 + hit.long()], 1)
