@@ -23,7 +23,7 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
+from dflash_trt.spec.budget import (AUTO_TREES, CALIBRATION_AGE, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
                                     REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, Calibration, CostTable,
                                     Draft, Fixed, GlobalTables, TreeClock, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
@@ -543,8 +543,9 @@ def test_the_estimates_are_calibrated_by_what_the_chosen_drafts_accepted():
     tree's less) are scaled by what each draft's windows accepted against what was expected when it was chosen
     (Calibration: the chains' factor, the trees'): a tree expected to accept 1.97x chain:8's tokens at 1.85x its
     cost runs first; its windows accept 15 % fewer drafted tokens than expected, so the choice moves to chain:8, whose
-    windows accept 10 % more than expected, and stays. A window whose request finished (its steps cut by its end)
-    teaches nothing."""
+    windows accept 10 % more than expected, and stays, but for a tree window now and then: the trees' factor fades
+    toward its prior (the chains') with every window (Calibration.age), so the tree is tried again as what its windows
+    taught gets old. A window whose request finished (its steps cut by its end) teaches nothing."""
     rng = np.random.default_rng(0)
     tree = Draft("tree", 16)
     costs = {(1, d): {1: 0.5, 2: 0.85, 4: 0.9, 8: 1.0}.get(d.size, 3.0) for d in auto_drafts(16, ())}
@@ -566,15 +567,45 @@ def test_the_estimates_are_calibrated_by_what_the_chosen_drafts_accepted():
         budget.observe_window([request], d, [steps], [[(16, 4)] * 4] if d.tree else ())
         budget.prepare(now=True)
         budget.forget(request)
-    assert picks[0] == tree and picks[-100:] == [chain(8)] * 100
+    assert picks[0] == tree and set(picks[-100:]) == {chain(8), tree} and picks[-100:].count(chain(8)) >= 85
     # (shrunk toward 1 by CALIBRATION_PRIOR, ~1/5 of ~100 windows' drafted tokens; a tree's toward the chains' factor)
     assert 1.05 < budget.calibration.factor(chain(8)) <= 1.1
     assert budget.calibration.factor(tree) < 1.0
-    sums, version = {k: list(v) for k, v in budget.calibration.sums.items()}, budget.calibration.version
     budget.choose(["last"])
+    sums, version = {k: list(v) for k, v in budget.calibration.sums.items()}, budget.calibration.version
     budget.observe_window(["last"], chain(8), [[1]], finished=[True])
     budget.prepare(now=True)
     assert budget.calibration.sums == sums and budget.calibration.version == version
+
+
+@pytest.mark.parametrize("aging", [True, False])
+def test_a_factor_that_keeps_its_draft_from_running_fades_with_the_windows_that_run_instead(aging, monkeypatch):
+    """A calibration factor is learnt only from its own drafts' windows, so one that fell low enough to keep them from
+    running would stand for good: at batch 1 on this CPU the chains' fell to 0.85 over a run's first ~120 windows and
+    AR ran 400-800 windows at 0.6x chain:8's speed. Every window chosen, AR's too, fades the sums toward the prior
+    (Calibration.age, every CALIBRATION_AGE windows: each fade prices anew), so the chains draft again once what kept
+    them out is old; without the fade the batch stays at AR (no probes here)."""
+    if not aging:
+        monkeypatch.setattr("dflash_trt.spec.budget.CALIBRATION_AGING", 1.0)
+    costs = {(1, d): {1: 0.4, 2: 0.85, 4: 0.9, 8: 1.0}.get(d.size, 3.0) for d in auto_drafts(16, ())}
+    budget = AutoBudget(16, CostTable(costs, refine=False), probe_every=10 ** 6)
+    budget.curve.accepted[:], budget.curve.trials[:] = 0.7 * 10 ** 6, 10 ** 6  # chain:8 expects 3.14 tokens
+    budget.calibration.sums["chain"] = [214.4, 400.0]  # factor 0.6: chain:8 priced 2.28 tokens a second, AR 2.5
+    assert budget.calibration.factor(chain(8)) == pytest.approx(0.6)
+    picks, versions = [], []
+    for _ in range(300):
+        d = budget.choose(["r"])
+        picks.append(d)
+        versions.append(budget.calibration.version)
+        if d.size > 1:
+            break
+        budget.observe_window(["r"], d, [[1]])
+    if not aging:
+        assert picks == [chain(1)] * 300
+        return
+    # 0.6 -> 0.7 (where chain:8 ties AR) after ~120 windows' fade: (64 + 214.4 x) / (64 + 400 x) = 0.7 at x = 0.29
+    assert picks[:-1] == [chain(1)] * (len(picks) - 1) and picks[-1] == chain(8) and 110 < len(picks) <= 150
+    assert len(set(versions)) == len(picks) // CALIBRATION_AGE + 1  # (a fade every CALIBRATION_AGE windows)
 
 
 def test_auto_defers_the_prompts_context_only_where_it_would_hold_the_batch_at_ar():

@@ -20,21 +20,23 @@ counts: with a = τ - 1 accepted, depths 1..a count as accepted and depth a + 1 
 a request's own counts fade by REQUEST_DECAY per step, its AR steps too (`_fade`), so its estimate follows its text. A
 tree step counts twice: as a tree step, and as the step its argmax chain (the chain a chain draft verifies, as deep as
 the step verified it: where it lies in the tree, and one depth past it where the accepted path follows it to there;
-spec/tree.chain_equivalent) would have been, so the chain estimate keeps learning while trees run. For a tree of N nodes, 1 - p_r,tree(j) = (1 - p_r,chain(j)) x miss_N(j): a tree
-catches some of its argmax chain's misses (a sibling of the chain's node holds the target's token), so its miss
-factor is the ratio of the tree's rejection rate to its argmax chain's, counted on the same tree steps at the depths
-the chain reaches in the tree (`TreeCounts`), the chain's counts shrunk toward the chain's global estimate and the
-tree's toward the next smaller tree size's curve (trees nest) — a paired comparison, so it does not depend on which
-text trees happened to be chosen for. Applied to a request's chain estimate, the factor scales what the tree can
-still add, most where the chain misses most: a ratio of acceptances instead (a lift, p_tree = p_chain x lift)
-promised a request whose chain accepts 90 % a tree accepting 99 % at every depth. Replayed on eagle_gsm8k traces with
+spec/tree.chain_equivalent) would have been, so the chain estimate keeps learning while trees run. For a tree of N
+nodes, 1 - p_r,tree(j) = (1 - p_r,chain(j)) x miss_N(j): a tree catches some of its argmax chain's misses (a sibling
+of the chain's node holds the target's token), so its miss factor is the ratio of the tree's rejection rate to its
+argmax chain's, counted on the same tree steps at the depths the step verified the chain at (`TreeCounts`), the
+chain's counts shrunk toward the chain's global estimate and the tree's toward the next smaller tree size's curve
+(trees nest) — a paired comparison, so it does not depend on which text trees happened to be chosen for. Applied
+to a request's chain estimate, the factor scales what the tree can still add, most where the chain misses most: a
+ratio of acceptances instead (a lift, p_tree = p_chain x lift) promised a request whose chain accepts 90 % a tree
+accepting 99 % at every depth. Replayed on eagle_gsm8k traces with
 trees priced as on a GPU (tree:16 / tree:32 at 1.02 / 1.06x chain:16), auto / the best fixed draft at batch 1 went
 from 0.95 to 1.01 with it (level on this CPU's costs, where trees hardly pay). The estimates are then calibrated
 (`Calibration`, one per engine): each draft's expected drafted tokens (E - 1 per request) are scaled by what the
 windows it was chosen for accepted against what was expected of them then (the chains' windows together, the trees'
-together, their pseudo-tokens at the chains' factor), over its last ~100 windows: the curve keeps every step since
-the engine started, and a tree's counts stop where its argmax chain ends in the tree, so chains were expected ~6 % low
-and trees ~5 % high (batch 1 on this CPU), and near ties went to the tree.
+together, their pseudo-tokens at the chains' factor), fading with its own windows and with every window of any draft
+(`Calibration.age`): the curve keeps every step since the engine started, so chains were expected ~6 % low
+(batch 1 on this CPU), and near ties went to the tree (trees were expected ~5 % high as well, until a tree step's
+argmax chain counted one depth past the tree).
 cost(n, d) is seconds per step for a batch of n requests whose longest cache holds L positions, from a table measured
 when the first auto scheduler starts (`SpecStep.measure_costs` on this device and dtype at two cache lengths, every draft
 timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
@@ -130,7 +132,9 @@ PRICE_WINDOWS = 8  # windows a batch's pricing serves while its inputs stand (Au
 LENGTH_STEP = 16  # cache positions within which a batch's pricing stands (AutoBudget._priced)
 TAP_LEAD = 32  # steps before a held batch's next probe from which its AR windows feed the drafter's context again
 CALIBRATION_PRIOR = 64.0  # pseudo-tokens of a calibration factor (drafted tokens accepted / expected) at 1
-CALIBRATION_DECAY = 0.99  # calibration sums fade by this per window of theirs: they follow the last ~100
+CALIBRATION_DECAY = 0.99  # calibration sums fade by this per window of theirs ...
+CALIBRATION_AGING = 0.99  # ... and by this per window of any draft, AR's too (Calibration.age): ~50 windows' memory
+CALIBRATION_AGE = 16  # windows after which that fade is applied (each application prices anew)
 MAX_CALIBRATION = 2.0  # a calibration factor stays within [1/2, 2]
 
 
@@ -518,7 +522,8 @@ class Calibration:
     # "chain" (every chain's windows: their estimates share one curve) or "tree" (every tree size's) -> [accepted
     # drafted tokens, expected drafted tokens], decayed
     sums: dict = field(default_factory=dict)
-    version: int = 0  # counts `add` calls: prices computed with these factors stand while it is unchanged
+    version: int = 0  # counts `add` and fading calls: prices computed with these factors stand while it is unchanged
+    aged_at: int = 0  # the window clock when the sums last faded (age)
     _factors: tuple = field(init=False, default=(None, None), repr=False, compare=False)  # (version, drafts), factors
 
     def factor(self, d: Draft) -> float:
@@ -563,6 +568,33 @@ class Calibration:
             sums[0] = CALIBRATION_DECAY * sums[0] + accepted
             sums[1] = CALIBRATION_DECAY * sums[1] + expected
         self.version += 1
+
+    def age(self, windows: int) -> None:
+        """The sums as of `windows` windows chosen (the engine's window clock, TreeClock.windows: every draft's, AR's
+        too): faded by CALIBRATION_DECAY per window since they last faded, once CALIBRATION_AGE have passed.
+
+        Why every window's, not only the windows of the sums' own kind: what a factor says of its kind's estimate gets
+        old as the text moves on, whichever draft runs. Faded only by their own windows, a kind that stopped running
+        kept the factor its last windows taught, and a factor that had fallen stopped the kind from running: at batch
+        1 on this CPU (2026-11-27, 40 prompts, generate() per prompt) the chains' factor fell to 0.85 over the first
+        ~120 windows (chosen where their estimate was high, they accepted less than it said) and AR, which is not
+        calibrated, then ran for 400-800 windows at 0.6x chain:8's speed, the factor standing all the while (probes
+        do not calibrate). Replayed on the sim-v2 traces at batch 1 with AR 20 % cheaper, auto / best fixed 0.992 (min
+        0.917) -> 1.007 (min 1.002); at this CPU's costs with trees 5 % dearer 0.9965 -> 0.9983, the H200 replay
+        level (bench/results/2026-11-27-cpu-s20)."""
+        gone = windows - self.aged_at
+        if gone < CALIBRATION_AGE:
+            return
+        fade = CALIBRATION_AGING ** gone
+        for sums in self.sums.values():
+            sums[0] *= fade
+            sums[1] *= fade
+        self.aged_at = windows
+        self.version += 1
+
+    def would_age(self, windows: int) -> bool:
+        """Whether age(windows) would fade the sums (a held window must not be one: AutoBudget.hold)."""
+        return windows - self.aged_at >= CALIBRATION_AGE
 
 
 @dataclass(eq=False)
@@ -773,7 +805,8 @@ class AutoBudget:
         hold_limits[1] tokens left (the scheduler ends the hold at the first window where not). 0 otherwise.
 
         A batch held at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions),
-        none of them a window where a probe or a tree measurement could come or every request has its last token left,
+        none of them a window where a probe or a tree measurement could come, the calibration fades (Calibration.age) or
+        every request has its last token left,
         and all of them feeding the drafter or none (needs_context). Each of those windows would be AR: nothing it
         would see changes but its requests' caps, which only lower the drafts' expected tokens, and the held windows'
         observations, which it would take in every REFRESH_STEPS steps (held, they wait at most PRICE_WINDOWS windows,
@@ -800,7 +833,8 @@ class AutoBudget:
             since_s += held_cost
             at_one += 1
             held_s += held_cost
-            if (not self._probe_waits(at_one, held_s, probe_regret)
+            if (self.calibration.would_age(clock)  # (its factors fade: the pricing changes)
+                    or not self._probe_waits(at_one, held_s, probe_regret)
                     or (self._tree_wait is not None  # a tree measurement's window
                         and self._tree_measures(clock, since_s, self._tree_wait[0]))
                     # the first that would feed the drafter
@@ -814,9 +848,10 @@ class AutoBudget:
         """hold() of a drafting choice: the windows whose choice would serve this one's pricing again, each choosing the
         same draft (the priced best, priced after a window of it) with the same effects (held). While its uses last:
         no take-in comes (the held windows' steps, handed over at the hold's end, keep the kept steps below
-        REFRESH_STEPS: choose() would see no new estimate), every request keeps the block as its cap (at least
-        block_size tokens left), the batch's longest cache stays in its LENGTH_STEP bucket (the scheduler checks these
-        two: hold_limits), and no tree size's measurement window comes (on the tree clock as choose() moves it). Only
+        REFRESH_STEPS: choose() would see no new estimate) and the calibration does not fade (Calibration.age), every
+        request keeps the block as its cap (at least block_size tokens left), the batch's longest cache stays in its
+        LENGTH_STEP bucket (the scheduler checks these two: hold_limits), and no tree size's measurement window comes
+        (on the tree clock as choose() moves it). Only
         once the drafter's curve is measured (else every window takes in) and the window is calibrated (its drafter
         fed: _fed); every held window's observations are paired with the batch's expected tokens as choose() would
         pair them.
@@ -840,7 +875,8 @@ class AutoBudget:
         while windows < limit:
             clock += 1
             since_s += seconds
-            if regret is not None and self._tree_measures(clock, since_s, regret):
+            if (self.calibration.would_age(clock)
+                    or (regret is not None and self._tree_measures(clock, since_s, regret))):
                 break
             windows += 1
         if windows <= 0:
@@ -893,6 +929,7 @@ class AutoBudget:
             return Draft("chain", 1)
         clock = self.tree_clock
         clock.windows += 1
+        self.calibration.age(clock.windows)
         self._probing = None
         priced = self._priced(requests, left, length)
         now, best, probe = priced[2], priced[4], priced[5]
@@ -1348,11 +1385,11 @@ class AutoBudget:
             # the tree and its argmax chain counted on the same steps at the same depths: those the step verified the
             # chain at (in the tree, and the one past it where the path reached there: spec/tree.chain_equivalent;
             # without it, the chain's and the tree's deep acceptance came out high, and tree:16's estimate 5.5 % above
-            # what it accepted while it ran, in a batch-1 replay of 40 prompts). Counting the tree at every depth while its chain is known only as deep as it lies in the
-            # tree compared deep depths on different steps (the chain's: those where the drafter was sure enough to
-            # grow it deep), so the tree looked worse than its chain there: replayed with an H200's costs at batch
-            # 16 (4-step windows), tree:16's E[τ] came out 5 % low and chain:16 was chosen over it, 0.960x the best
-            # fixed (0.987x counted thus)
+            # what it accepted while it ran, in a batch-1 replay of 40 prompts). Counting the tree at every depth while
+            # its chain is known only as deep as it lies in the tree compared deep depths on different steps (the
+            # chain's: those where the drafter was sure enough to grow it deep), so the tree looked worse than its
+            # chain there: replayed with an H200's costs at batch 16 (4-step windows), tree:16's E[τ] came out 5 % low
+            # and chain:16 was chosen over it, 0.960x the best fixed (0.987x counted thus)
             paired = self.tree_curves[size]
             ks = [k for k, _ in tree_chains]
             paired.tree.add(ks, tree_taus)
