@@ -579,9 +579,10 @@ class Calibration:
         1 on this CPU (2026-11-27, 40 prompts, generate() per prompt) the chains' factor fell to 0.85 over the first
         ~120 windows (chosen where their estimate was high, they accepted less than it said) and AR, which is not
         calibrated, then ran for 400-800 windows at 0.6x chain:8's speed, the factor standing all the while (probes
-        do not calibrate). Replayed on the sim-v2 traces at batch 1 with AR 20 % cheaper, auto / best fixed 0.992 (min
-        0.917) -> 1.007 (min 1.002); at this CPU's costs with trees 5 % dearer 0.9965 -> 0.9983, the H200 replay
-        level (bench/results/2026-11-27-cpu-s20)."""
+        do not calibrate). Replayed on the sim-v2 traces at batch 1 (40 seeds), auto / best fixed with AR 20 % cheaper
+        0.9925 (min 0.939) -> 1.0051 (min 0.993), 10 % cheaper 0.9945 -> 1.0041, at the traces' costs with trees 5 %
+        dearer 0.997 -> 1.000; batch 8 / 16 and the H200 replay level; in the engine (five runs a side) AR ran 54-173
+        windows of ~1,000 against 83-1,021 (bench/results/2026-11-27-cpu-s20)."""
         gone = windows - self.aged_at
         if gone < CALIBRATION_AGE:
             return
