@@ -571,7 +571,7 @@ class Calibration:
 
     def age(self, windows: int) -> None:
         """The sums as of `windows` windows chosen (the engine's window clock, TreeClock.windows: every draft's, AR's
-        too): faded by CALIBRATION_DECAY per window since they last faded, once CALIBRATION_AGE have passed.
+        too): faded by CALIBRATION_AGING per window since they last faded, once CALIBRATION_AGE have passed.
 
         Why every window's, not only the windows of the sums' own kind: what a factor says of its kind's estimate gets
         old as the text moves on, whichever draft runs. Faded only by their own windows, a kind that stopped running
@@ -807,8 +807,7 @@ class AutoBudget:
 
         A batch held at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions),
         none of them a window where a probe or a tree measurement could come, the calibration fades (Calibration.age) or
-        every request has its last token left,
-        and all of them feeding the drafter or none (needs_context). Each of those windows would be AR: nothing it
+        every request has its last token left, and all of them feeding the drafter or none (needs_context). Each of those windows would be AR: nothing it
         would see changes but its requests' caps, which only lower the drafts' expected tokens, and the held windows'
         observations, which it would take in every REFRESH_STEPS steps (held, they wait at most PRICE_WINDOWS windows,
         as the cost table's moves do). Why: a held AR window's budget calls took 55-90 us of host time before its model
