@@ -3,7 +3,8 @@ chain:8 and tree:16 against what each would accept at the same anchor, while the
 first 40 prompts after the warm-up one, take-in every REFRESH_STEPS steps and at each request's end), over all windows
 and per ten prompts ("global": the curve's estimate alone, no per-request counts); then the drafter's curve, tree:16's
 miss factors and its paired counts against the truth over the same anchors (the traces know the chain's acceptance at
-every anchor). From the repository root: `python bench/results/2026-11-27-cpu-s20/estbias.py RUN`."""
+every anchor). From the repository root: `python bench/results/2026-11-27-cpu-s20/estbias.py RUN`; with SHUFFLE=SEED
+in the environment the 80 traces are shuffled first (another 40 prompts, in another order)."""
 import json, sys, statistics as st, copy
 sys.path.insert(0, "scripts")
 from sim_draft_budget import Walk
@@ -11,6 +12,8 @@ from dflash_trt.spec import budget as B
 from pathlib import Path
 SIM = Path("bench/results/2026-11-24-cpu-draft-budget-sim-v2")
 traces = json.loads((SIM / "traces.json").read_text())
+import random, os
+if os.environ.get("SHUFFLE"): random.Random(int(os.environ["SHUFFLE"])).shuffle(traces)
 run = B.Draft(*sys.argv[1].split(':')[:1], int(sys.argv[1].split(':')[1])) if len(sys.argv) > 1 else B.Draft('chain', 8)
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 c8, t16 = B.Draft('chain', 8), B.Draft('tree', 16)
