@@ -286,9 +286,11 @@ def _spread(seconds: list[float]) -> dict:
     """Median, mean and 90th percentile in ms, and the count."""
     if not seconds:
         return {"median": None, "mean": None, "p90": None, "count": 0}
-    ms = sorted(1e3 * s for s in seconds)
+    from dflash_trt.bench.metrics import percentile
+
+    ms = [1e3 * s for s in seconds]
     return {"median": round(statistics.median(ms), 4), "mean": round(statistics.fmean(ms), 4),
-            "p90": round(ms[min(len(ms) - 1, int(0.9 * len(ms)))], 4), "count": len(ms)}
+            "p90": round(percentile(ms, 0.9), 4), "count": len(ms)}
 
 
 def _fmt(spread: dict) -> str:

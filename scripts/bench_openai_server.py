@@ -47,12 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dflash_trt.bench.datasets import load_prompt_set  # noqa: E402
+from dflash_trt.bench.metrics import percentile  # noqa: E402
 from dflash_trt.serve.triton.server import free_port  # noqa: E402
-
-
-def _pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 class Server:
@@ -154,7 +150,7 @@ def summarize(mode: str, concurrency: int, wall: float, results: list[dict], tau
                 if r["tokens"] > 1 and r["latency_s"] > r["ttft_s"]]
     return {"mode": mode, "concurrency": concurrency, "requests": len(results), "wall_s": wall, "tokens": tokens,
             "total_tokens_per_s": tokens / wall, "per_user_tokens_per_s": statistics.mean(per_user) if per_user else None,
-            "ttft_mean_ms": 1000 * statistics.mean(ttft), "ttft_p50_ms": 1000 * _pct(ttft, 0.5),
+            "ttft_mean_ms": 1000 * statistics.mean(ttft), "ttft_p50_ms": 1000 * percentile(ttft, 0.5),
             "latency_mean_s": statistics.mean(r["latency_s"] for r in results), "mean_tau": tau}
 
 

@@ -30,15 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dflash_trt.bench.datasets import encode_prompt, load_prompt_set  # noqa: E402
+from dflash_trt.bench.metrics import percentile  # noqa: E402
 from dflash_trt.checkpoint import load_tokenizer  # noqa: E402
 from dflash_trt.serve.triton.client import GrpcStream  # noqa: E402
 from dflash_trt.serve.triton.repository import write_model_repository  # noqa: E402
 from dflash_trt.serve.triton.server import TritonServer  # noqa: E402
-
-
-def _pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 def run_level(url: str, model: str, prompts: list[list[int]], concurrency: int, max_tokens: int) -> dict:
@@ -78,9 +74,9 @@ def run_level(url: str, model: str, prompts: list[list[int]], concurrency: int, 
     return {
         "model": model, "concurrency": concurrency, "requests": len(results), "wall_s": wall,
         "requests_per_s": len(results) / wall, "tokens": tokens, "tokens_per_s": tokens / wall,
-        "ttft_mean_ms": 1000 * statistics.mean(ttft), "ttft_p50_ms": 1000 * _pct(ttft, 0.5),
-        "ttft_p90_ms": 1000 * _pct(ttft, 0.9), "tpot_mean_ms": 1000 * statistics.mean(tpot) if tpot else None,
-        "tpot_p50_ms": 1000 * _pct(tpot, 0.5) if tpot else None,
+        "ttft_mean_ms": 1000 * statistics.mean(ttft), "ttft_p50_ms": 1000 * percentile(ttft, 0.5),
+        "ttft_p90_ms": 1000 * percentile(ttft, 0.9), "tpot_mean_ms": 1000 * statistics.mean(tpot) if tpot else None,
+        "tpot_p50_ms": 1000 * percentile(tpot, 0.5) if tpot else None,
         "mean_tau": (sum(len(r.token_ids) - 1 for r in results) / sum(steps)) if steps and model != "ar" else None,
         "max_batch_size_seen": max(r.stats.get("batch_size", 0) for r in results),
         "_outputs": [r.token_ids for r in results],

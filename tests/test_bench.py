@@ -490,6 +490,14 @@ def test_throughput_at_fixed_interactivity_interpolates_bounds_and_says_na():
     assert module._fixed_cell("below", got["below"]) == "below n/a"
 
 
+def test_percentile_is_the_sample_value_at_the_rounded_rank():
+    """The benchmarks' p50 / p90 (TTFT, TPOT, host time): a value of the sample, at rank round(q * (n - 1))."""
+    assert metrics.percentile([3.0], 0.9) == 3.0
+    assert metrics.percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 3.0  # rank round(1.5) = 2 of [1, 2, 3, 4]
+    assert metrics.percentile(list(range(10, 0, -1)), 0.9) == 9  # rank round(8.1) = 8
+    assert metrics.percentile([5.0, 7.0], 0.0) == 5.0 and metrics.percentile([5.0, 7.0], 1.0) == 7.0
+
+
 def test_draft_budget_bench_frees_each_batch_size_engine_before_the_next(monkeypatch, capsys, tmp_path):
     """scripts/bench_draft_budget.py builds one engine per batch size; the last one must be gone before the next is
     built (and so before its timed part). An engine's objects hold reference cycles, so without an explicit collection

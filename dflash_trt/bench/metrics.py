@@ -121,6 +121,13 @@ def acceptance_summary(stats: Sequence[Stats], verify_len: int | None = None) ->
     }
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) of a non-empty sample: its value at rank round(q * (n - 1)), no interpolation (the
+    benchmarks' p50 / p90 of TTFT, TPOT and host time)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     """Index of the first differing token (or of the shorter length if one is a prefix); None if equal."""
     for i, (x, y) in enumerate(zip(a, b)):
