@@ -810,12 +810,12 @@ class AutoBudget:
 
         A batch held at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions),
         none of them a window where a probe or a tree measurement could come, the calibration fades (Calibration.age) or
-        every request has its last token left, and all of them feeding the drafter or none (needs_context). Each of those windows would be AR: nothing it
-        would see changes but its requests' caps, which only lower the drafts' expected tokens, and the held windows'
-        observations, which it would take in every REFRESH_STEPS steps (held, they wait at most PRICE_WINDOWS windows,
-        as the cost table's moves do). Why: a held AR window's budget calls took 55-90 us of host time before its model
-        step on this CPU at 4-8 requests (cold after the step: ~20 us warm), against 16-21 us for an AR engine's whole
-        scheduling, ~2 % of a 3.3-4.4 ms window (2026-11-26).
+        every request has its last token left, and all of them feeding the drafter or none (needs_context). Each of
+        those windows would be AR: nothing it would see changes but its requests' caps, which only lower the drafts'
+        expected tokens, and the held windows' observations, which it would take in every REFRESH_STEPS steps (held,
+        they wait at most PRICE_WINDOWS windows, as the cost table's moves do). Why: a held AR window's budget calls
+        took 55-90 us of host time before its model step on this CPU at 4-8 requests (cold after the step: ~20 us
+        warm), against 16-21 us for an AR engine's whole scheduling, ~2 % of a 3.3-4.4 ms window (2026-11-26).
 
         A batch drafting on merit (_hold_drafting): the windows choose() would price as this one — its pricing served
         again (its batch, caps, cache length's bucket, estimates and calibration standing), no tree measurement near,
@@ -854,10 +854,9 @@ class AutoBudget:
         REFRESH_STEPS: choose() would see no new estimate) and the calibration does not fade (Calibration.age), every
         request keeps the block as its cap (at least block_size tokens left), the batch's longest cache stays in its
         LENGTH_STEP bucket (the scheduler checks these two: hold_limits), and no tree size's measurement window comes
-        (on the tree clock as choose() moves it). Only
-        once the drafter's curve is measured (else every window takes in) and the window is calibrated (its drafter
-        fed: _fed); every held window's observations are paired with the batch's expected tokens as choose() would
-        pair them.
+        (on the tree clock as choose() moves it). Only once the drafter's curve is measured (else every window takes
+        in) and the window is calibrated (its drafter fed: _fed); every held window's observations are paired with the
+        batch's expected tokens as choose() would pair them.
 
         Why: at batch 1 on this CPU (fixture pair, chain:8 windows of ~4.4 ms) auto's windows cost ~67 us more host
         time than a fixed draft's (0.127 against 0.060 ms mean between a window's model step and the next, 2026-11-27):

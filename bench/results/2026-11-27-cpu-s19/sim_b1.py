@@ -1,4 +1,6 @@
-"""Replay at batch 1 with this CPU's costs (sim-v2): auto / best fixed and auto's tree share per seed."""
+"""Replay at batch 1 with this CPU's costs (sim-v2): auto / best fixed and auto's tree share per seed.
+`sim_b1.py SEEDS BATCH STEPS TREE [AR]` from the repository root: trees' costs scaled by TREE, AR's by AR (the twentieth
+session: its VM timed AR ~20 % cheaper against the drafts than the traces' machine)."""
 import json, sys, statistics as st, collections
 sys.path.insert(0, "scripts")
 from sim_draft_budget import DRAFTS, cost_tables, parse_draft, simulate
@@ -8,8 +10,10 @@ SIM = Path("bench/results/2026-11-24-cpu-draft-budget-sim-v2")
 traces = json.loads((SIM / "traces.json").read_text())
 costs = json.loads((SIM / "costs.json").read_text())
 TREE = float(sys.argv[4]) if len(sys.argv) > 4 else 1.0  # tree entries scaled (today's CPU: trees ~4 % dearer)
+AR = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0  # AR's entries scaled
 for part in ("windows", "startup"):
-    costs[part] = {k: v * (TREE if "tree" in k else 1.0) for k, v in costs[part].items()}
+    costs[part] = {k: v * (TREE if "tree" in k else AR if ("chain:1" in k or k.endswith("|ar")) else 1.0)
+                   for k, v in costs[part].items()}
 _, table, plain, believed = cost_tables(costs["windows"], costs["startup"])
 seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 batch = int(sys.argv[2]) if len(sys.argv) > 2 else 1

@@ -17,7 +17,7 @@ oc = B.AutoBudget.observe_window
 def ch(self, *a, **k):
     c[str(a[1])] += 1; blk[str(a[1])] += 1; n[0] += 1
     r = oc(self, *a, **k)
-    if n[0] % 60 == 0:
+    if n[0] % 60 == 0 and 'quiet' not in sys.argv[2:]:
         cal = self.calibration
         print(f"{n[0]:4d} {dict(blk)} cal c {cal.factor(c8):.3f} t {cal.factor(t16):.3f} sums {[ (k, round(v[0],1), round(v[1],1)) for k, v in cal.sums.items()]}", flush=True)
         blk.clear()
@@ -26,4 +26,5 @@ B.AutoBudget.observe_window = ch
 e.generate([prompts[0]], p, draft='chain:8')
 t0 = time.perf_counter()
 for x in prompts[1:]: e.generate([x], p, draft='auto')
-print(sys.argv[1:], 'wall', round(time.perf_counter() - t0, 2), 'tree:16', c['tree:16'], 'chain:8', c['chain:8'])
+print(sys.argv[1:2], 'wall', round(time.perf_counter() - t0, 2), dict(sorted(c.items())), 'cal',
+      round(e.draft_calibration.factor(c8), 3), round(e.draft_calibration.factor(t16), 3), flush=True)

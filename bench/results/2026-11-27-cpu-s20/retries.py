@@ -2,7 +2,6 @@
 tree whose estimate is 15 % high against a chain:8 10 % low; per 100 windows what auto chose (the cost of the fade:
 how often the tree is tried again once chain:8 runs). `python aging.py R retries.py` for a fade rate."""
 import numpy as np, sys
-sys.path.insert(0, 'tests')
 from dflash_trt.spec.budget import AutoBudget, CostTable, Draft, auto_drafts
 chain = lambda k: Draft("chain", k)
 rng = np.random.default_rng(0)
