@@ -18,8 +18,8 @@ Reports, without importing TensorRT-LLM or touching a GPU kernel:
 * plainly, what will not work here and why.
 
 With --engine-dir it reads DIR/manifest.json (docs/engine-dir.md) and checks `backend`, `runtime.device`,
-`runtime.tensor_parallel_size`, `drafter.quantization`, `requirements` (gpu, num_gpus, min_compute_capability,
-python_packages) and that the target / drafter checkpoints it references exist here (a container needs them mounted).
+`runtime.tensor_parallel_size`, `drafter.quantization`, `acceptance.curve` (backend torch), `requirements` (gpu,
+num_gpus, min_compute_capability, python_packages) and that the target / drafter checkpoints it references exist here (a container needs them mounted).
 
 Exit status:
     0  nothing configured cannot run here (no --engine-dir, or the engine directory can run on this machine)
@@ -48,7 +48,7 @@ from typing import Any, Optional
 
 from dflash_trt.errors import ConfigError
 from dflash_trt.capabilities import FP8_MIN_CAPABILITY, NVFP4_MIN_CAPABILITY
-from dflash_trt.manifest import load_manifest, resolve, verify_files
+from dflash_trt.manifest import draft_prior, load_manifest, resolve, verify_files
 
 EXIT_OK = 0
 EXIT_CANNOT_RUN = 1
@@ -417,6 +417,8 @@ def check_engine(engine_dir: str | os.PathLike, machine: Machine, manifest: Opti
         raise ConfigError(f"manifest.json: requirements.python_packages {packages!r} is not a list of names")
     target = _get(m, "target.path", str, required=True)
     drafter = _get(m, "drafter.path", str, required=True)
+    if backend == "torch":
+        draft_prior(m, d)  # the build's acceptance curve, auto's prior: one probability per draft position
 
     chk = EngineCheck(str(d), backend, device, quant)
     gpus = machine.gpus

@@ -109,3 +109,20 @@ def runtime_verify_len(manifest: dict) -> int | None:
     written before block_size came to mean only the drafter's B."""
     runtime = manifest.get("runtime") or {}
     return runtime.get("verify_len", runtime.get("block_size"))
+
+
+def draft_prior(manifest: dict, engine_dir: str | os.PathLike) -> list[float] | None:
+    """`acceptance.curve`: the served drafter's acceptance per draft position, measured by the build's gate, which the
+    torch engine's "auto" draft budget starts from (TorchEngine draft_prior); None where the build measured none (an
+    unquantized build runs no gate). ConfigError naming the field where it is not one probability per position."""
+    from dflash_trt.spec.budget import prior_problem
+
+    curve = (manifest.get("acceptance") or {}).get("curve")
+    if curve is None:
+        return None
+    block = (manifest.get("drafter") or {}).get("block_size")
+    problem = prior_problem(curve, block - 1) if isinstance(block, int) and block > 1 else "drafter.block_size is missing"
+    if problem:
+        raise ConfigError(f"{Path(engine_dir) / MANIFEST_NAME}: field 'acceptance.curve' {problem}; rebuild the engine "
+                          "directory (or delete the field: auto then starts from its default prior)")
+    return [float(p) for p in curve[: block - 1]]

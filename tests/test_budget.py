@@ -663,6 +663,41 @@ def test_a_finished_requests_last_step_counts_no_rejection():
     assert tree.choose(["a", "b"], left=[1, 1]) == chain(1) and tree.tree_clock.windows == clock
 
 
+def test_the_measured_prior_counts_steps_as_auto_counts_its_own():
+    """measured_prior (the build's gate -> the engine directory -> auto's prior) is the drafter's curve counted as an
+    auto budget counts the same chain steps (a finished sequence's last step as deep as it emitted), shrunk toward
+    DEFAULT_PRIOR by PRIOR_WEIGHT; by hand on a small case; and prior_problem refuses what cannot be a prior."""
+    from dflash_trt.spec.budget import DEFAULT_PRIOR, PRIOR_WEIGHT, measured_prior, prior_problem
+
+    rng = np.random.default_rng(3)
+    sequences = []
+    budget = AutoBudget(16, CostTable(flat_costs()))
+    for r in range(12):
+        ks = [int(k) for k in rng.choice([2, 4, 8, 16], size=int(rng.integers(1, 9)))]
+        taus = [int(rng.integers(1, k + 1)) for k in ks]
+        sequences.append((ks, taus))
+        for k, t, last in zip(ks, taus, [False] * (len(ks) - 1) + [True]):  # one window per step
+            budget.observe_window([r], chain(k), [[t]], finished=[last])
+    budget.prepare(now=True)
+    counted = (PRIOR_WEIGHT * DEFAULT_PRIOR + budget.curve.accepted) / (PRIOR_WEIGHT + budget.curve.trials)
+    assert budget.curve.trials[0] > 0 and measured_prior(sequences, 15) == pytest.approx(counted, abs=1e-4)
+    # by hand, B = 4: (K 4, τ 4) accepts drafts 1-3; (4, 1) rejects draft 1; the last step (4, 2), cut at τ = 2,
+    # accepts draft 1 and verifies nothing more: position 1 2 of 3, positions 2-3 1 of 1
+    w, p = PRIOR_WEIGHT, DEFAULT_PRIOR
+    assert measured_prior([([4, 4, 4], [4, 1, 2])], 3) == pytest.approx(
+        [(w * p + 2) / (w + 3), (w * p + 1) / (w + 1), (w * p + 1) / (w + 1)], abs=1e-4)
+    assert measured_prior([], 3) == [DEFAULT_PRIOR] * 3  # nothing measured: the default
+    assert measured_prior([([16] * 400, [16] * 400)], 15) == [MAX_ACCEPTANCE] * 15  # kept below 1
+    with pytest.raises(ValueError, match="3 K for 2 steps"):
+        measured_prior([([4, 4, 4], [1, 2])], 3)
+    assert prior_problem([0.5] * 15, 15) is None and prior_problem([0.5] * 16, 15) is None
+    assert "15 probabilities" in prior_problem([0.5] * 3, 15)
+    for bad in ([0.5] * 14 + [1.0], [0.5] * 14 + [0.0], [0.5] * 14 + ["0.5"], [0.5] * 14 + [True], "0.5", 0.5):
+        assert prior_problem(bad, 15), bad
+    with pytest.raises(ValueError, match="prior: needs probabilities in"):
+        AutoBudget(16, CostTable(flat_costs()), prior=[0.5] * 14 + [1.5])
+
+
 def test_auto_picks_the_rate_maximising_k_for_a_known_curve():
     """Acceptance 0.5 per position: E(K) = 2 - 2^(1-K); with cost 1 + K/16 per step, E/cost peaks at K = 4."""
     costs = {(1, chain(k)): 1.0 + k / 16 for k in candidates(16)}

@@ -5,6 +5,7 @@ dflash-trt's loader)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import shutil
@@ -23,6 +24,7 @@ from dflash_trt.build.plan import make_plan
 from dflash_trt.cli import main
 from dflash_trt.errors import CheckpointError, ConfigError
 from dflash_trt.manifest import load_manifest
+from dflash_trt.spec.budget import auto_drafts
 from dflash_trt.spec.sampling import SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,6 +195,10 @@ def test_engine_directory_is_complete(fp8_engine):
     assert 1.0 < acc["tau_quantized"] <= 16 and 1.0 < acc["tau_unquantized"] <= 16
     assert acc["relative_tau_drop"] <= acc["max_tau_drop"] == 0.02
     assert acc["outputs_identical"]  # float32: greedy output is the target's whatever the drafter drafts
+    # the served drafter's acceptance per draft position (auto's prior), also in the Triton model's parameters
+    curve = acc["curve"]
+    assert len(curve) == m["drafter"]["block_size"] - 1 == 15 and all(0 < c < 1 for c in curve)
+    assert len(set(curve)) > 1 and max(curve) > 0.7  # measured, not the default prior's 0.7 everywhere
     # every file is listed with its checksum, and the checksums are right
     from dflash_trt.build.engine_dir import checksums
 
@@ -218,6 +224,7 @@ def test_engine_directory_is_complete(fp8_engine):
     assert yaml.safe_load((fp8_engine / "build_config.yaml").read_text())["quantization"]["format"] == "fp8"
     pbtxt = (fp8_engine / "triton/model_repository/dflash/config.pbtxt").read_text()
     assert 'key: "drafter" value: { string_value: "../../../drafter" }' in pbtxt
+    assert f'key: "draft_prior" value: {{ string_value: "{",".join(map(repr, curve))}" }}' in pbtxt
     assert not list(fp8_engine.parent.glob(".*"))  # no temporary directories left beside it
 
 
@@ -226,6 +233,10 @@ def test_generate_from_engine_dir_equals_ar(fp8_engine, capsys):
 
     engine, manifest = open_engine(fp8_engine, max_batch_size=4)
     assert engine.drafter.cfg.quantization == "fp8"
+    # auto starts from the build's measured curve
+    assert engine.draft_prior == manifest["acceptance"]["curve"]
+    engine.draft_costs = {(n, d): 1.0 + d.size / 16 for n in (1, 2, 4) for d in auto_drafts(16, engine.auto_trees)}
+    assert engine.draft_budget("auto", 16)._prior == manifest["acceptance"]["curve"]
     prompts = [f"Question: {q}\nAnswer:" for q in PROMPTS[40:44]]
     params = SamplingParams(max_new_tokens=64)
     spec = engine.generate(prompts, params)
@@ -380,6 +391,34 @@ def test_moved_engine_directory_still_opens(fp8_engine, tmp_path):
 
     m = read_manifest(moved)
     assert m["_drafter"] == str((moved / "drafter").resolve()) and m["_target"] == str((PAIR / "target").resolve())
+
+
+def test_a_bad_acceptance_curve_is_refused_naming_the_field(fp8_engine, tmp_path):
+    """manifest acceptance.curve that is not one probability per draft position: one ConfigError naming the field
+    and the fix, from every reader (generate/bench's open_engine, serve's resolve_serve), before any weight is read;
+    a draft_prior given to the engine directly is checked alike."""
+    from dflash_trt.build.engine_dir import open_engine
+    from dflash_trt.engines.torch_engine import TorchEngine
+    from dflash_trt.serve.cli import resolve_serve
+
+    moved = tmp_path / "bad"
+    shutil.copytree(fp8_engine, moved)
+    m = json.loads((moved / "manifest.json").read_text())
+    args = argparse.Namespace(engine_dir=str(moved), target=None, drafter=None, no_draft=False, torch_threads=0,
+                              verify_len=None, block_size=None, draft=None, max_batch_size=None, max_seq_len=None,
+                              device=None, dtype=None, decode_loop=None, steps_per_sync=None, compile=False)
+    assert resolve_serve(args).draft_prior == m["acceptance"]["curve"]  # what both servers give the engine
+    for bad, message in ((m["acceptance"]["curve"][:4], "needs 15 probabilities"),
+                         (m["acceptance"]["curve"][:14] + [1.2], "needs probabilities in \\(0, 1\\), got 1.2")):
+        m["acceptance"]["curve"] = bad
+        (moved / "manifest.json").write_text(json.dumps(m))
+        with pytest.raises(ConfigError, match=f"field 'acceptance.curve' {message}.*rebuild"):
+            open_engine(moved)
+        with pytest.raises(ConfigError, match="field 'acceptance.curve'"):
+            resolve_serve(args)
+        assert main(["doctor", "--engine-dir", str(moved)]) == 2
+    with pytest.raises(ConfigError, match="draft_prior .* needs 15 probabilities"):
+        TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", draft_prior=[0.5] * 3)
 
 
 def test_trtllm_engine_dir_is_served_by_trtllm_serve(tmp_path):

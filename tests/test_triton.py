@@ -302,7 +302,9 @@ def test_serve_built_engine_dir(tmp_path, engine):
     finally:
         code, out = _stop_cli(proc)
     assert code == 0, out
-    assert f"drafter={moved / 'drafter'}" in log.read_text()  # resolved against the moved model directory
+    text = log.read_text()
+    assert f"drafter={moved / 'drafter'}" in text  # resolved against the moved model directory
+    assert "draft_prior=measured" in text  # the build's acceptance curve, from the repository's parameters
 
 
 def _children(pid: int) -> list[int]:

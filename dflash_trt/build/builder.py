@@ -5,7 +5,8 @@
                  export through the normal drafter loader, measure τ again, and fail when it fell too far
     2. trtllm/   backend trtllm: the LLM API options (speculative_config DFlash, CUDA graphs, KV cache)
     3. triton/   backend torch: the Triton model repository `dflash serve` runs
-    4. build_config.yaml (the resolved config), manifest.json (what was built, versions, checksums, measured τ)
+    4. build_config.yaml (the resolved config), manifest.json (what was built, versions, checksums, measured τ and
+       the served drafter's acceptance per draft position: the torch engine's "auto" budget starts from it)
 
 Everything is written into a temporary directory beside the output, renamed into place only when every step
 succeeded: a failed build (a bad checkpoint, a failed gate, Ctrl-C) leaves nothing behind, and `--force` replaces
@@ -90,7 +91,7 @@ def _write_trtllm_options(plan: BuildPlan, tmp: Path, final: Path) -> None:
     write_llm_api_options(tmp / TRTLLM_OPTIONS, options)
 
 
-def _write_triton_repository(plan: BuildPlan, tmp: Path) -> None:
+def _write_triton_repository(plan: BuildPlan, tmp: Path, draft_prior: list[float] | None) -> None:
     from dflash_trt.serve.triton.repository import write_model_repository
 
     c = plan.config
@@ -98,7 +99,7 @@ def _write_triton_repository(plan: BuildPlan, tmp: Path) -> None:
                            max_batch_size=c.max_batch_size, max_seq_len=c.max_seq_len, device=c.device,
                            dtype=plan.dtype, verify_len=plan.verify_len, instance_count=c.triton.instance_count,
                            draft=c.draft if c.draft is not None and not c.draft.startswith("chain") else None,
-                           default_max_tokens=c.triton.default_max_tokens, engine_dir=tmp)
+                           default_max_tokens=c.triton.default_max_tokens, engine_dir=tmp, draft_prior=draft_prior)
 
 
 def build(plan: BuildPlan, *, progress: bool = True) -> dict:
@@ -119,7 +120,7 @@ def build(plan: BuildPlan, *, progress: bool = True) -> dict:
         if c.backend == "trtllm":
             _write_trtllm_options(plan, tmp, plan.output.resolve())
         else:
-            _write_triton_repository(plan, tmp)
+            _write_triton_repository(plan, tmp, acceptance["curve"] if acceptance else None)
         (tmp / BUILD_CONFIG_NAME).write_text(
             "# The resolved build config of this engine directory (dflash-trt build, after --set overrides).\n"
             + yaml.safe_dump(c.to_yaml_dict(), sort_keys=False))

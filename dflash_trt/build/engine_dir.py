@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from dflash_trt.errors import ConfigError
-from dflash_trt.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest, manifest_path, sha256,
-                                 verify_files)
+from dflash_trt.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, draft_prior, load_manifest,
+                                 manifest_path, sha256, verify_files)
 
 BUILD_CONFIG_NAME = "build_config.yaml"
 TRITON_REPOSITORY = "triton/model_repository"
@@ -129,5 +129,5 @@ def open_engine(engine_dir: str | os.PathLike, *, device: str | None = None, dty
         target, drafter, device=None if run_device == "auto" else run_device, dtype=dtype or runtime.get("dtype"),
         max_batch_size=max_batch_size or int(runtime.get("max_batch_size", 8)),
         max_seq_len=runtime.get("max_seq_len"), decode_loop=decode_loop, steps_per_sync=steps_per_sync,
-        compile=compile)
+        compile=compile, draft_prior=draft_prior(manifest, engine_dir) if use_drafter else None)
     return engine, manifest

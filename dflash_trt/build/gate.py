@@ -21,6 +21,7 @@ class TauRun:
     mean_tau: float
     steps: int
     outputs: list[list[int]]
+    curve: list[float]  # per draft position 1..B-1, as auto's prior (spec.budget.measured_prior)
 
 
 def encode_prompts(engine, turns: list[str], max_new_tokens: int) -> list[list[int]]:
@@ -33,8 +34,11 @@ def encode_prompts(engine, turns: list[str], max_new_tokens: int) -> list[list[i
 
 def run_prompts(engine, prompt_ids: list[list[int]], max_new_tokens: int, *, verify_len: int | None,
                 desc: str, progress: bool) -> TauRun:
-    """Greedy DFlash generation of every prompt, engine.max_batch_size at a time; mean τ pooled over steps."""
+    """Greedy DFlash generation of every prompt, engine.max_batch_size at a time; mean τ pooled over steps, and the
+    drafter's per-position acceptance curve over the same steps."""
     from tqdm import tqdm
+
+    from dflash_trt.spec.budget import measured_prior
 
     from dflash_trt.engines.requests import raise_if_failed
     from dflash_trt.spec.sampling import SamplingParams
@@ -53,7 +57,8 @@ def run_prompts(engine, prompt_ids: list[list[int]], max_new_tokens: int, *, ver
             pooled = Stats.merge(stats)
             bar.set_postfix(tau=f"{pooled.mean_tau:.3f}")
     pooled = Stats.merge(stats)
-    return TauRun(pooled.mean_tau, pooled.steps, outputs)
+    curve = measured_prior([(s.ks, s.taus) for s in stats], engine.drafter.cfg.block_size - 1)
+    return TauRun(pooled.mean_tau, pooled.steps, outputs, curve)
 
 
 def verdict(unquantized: TauRun, quantized: TauRun, max_tau_drop: float) -> dict:
@@ -67,6 +72,9 @@ def verdict(unquantized: TauRun, quantized: TauRun, max_tau_drop: float) -> dict
         "relative_tau_drop": round(drop, 4),
         "max_tau_drop": max_tau_drop,
         "passed": drop <= max_tau_drop,
+        # the served (quantized) drafter's acceptance per draft position 1..B-1 on these steps: the prior of the
+        # engine's "auto" draft budget (manifest.draft_prior reads it)
+        "curve": quantized.curve,
         # Greedy spec output is the target's own output whatever the drafter proposes; equal outputs here are a free
         # losslessness check (in bf16, verify-width rounding may still split a near-tie: see README "Numerics").
         "outputs_identical": unquantized.outputs == quantized.outputs,

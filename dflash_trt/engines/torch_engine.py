@@ -35,7 +35,7 @@ from dflash_trt.kernels.ops import StepOps, ops_for
 from dflash_trt.models.drafter import DFlashDrafter
 from dflash_trt.models.target import TargetModel, load_target
 from dflash_trt.spec.budget import (AUTO_TREES, AcceptanceCounts, AutoBudget, Calibration, CostTable, Draft, Fixed,
-                                    GlobalTables, TreeClock, TreeCounts, auto_drafts)
+                                    GlobalTables, TreeClock, TreeCounts, auto_drafts, prior_problem)
 from dflash_trt.spec.sampling import SamplingParams
 from dflash_trt.spec.step import SpecStep, cache_headroom
 
@@ -82,12 +82,21 @@ def check_cache_fits(shapes: list[tuple[int, int, int]], max_batch: int, capacit
                           "or --max-batch-size")
 
 
+def check_draft_prior(draft_prior: Sequence[float] | None, block_size: int) -> None:
+    """A ConfigError unless draft_prior is None or one probability per draft position of the drafter's block."""
+    problem = prior_problem(draft_prior, block_size - 1) if draft_prior is not None else None
+    if problem:
+        raise ConfigError(f"draft_prior (the drafter's acceptance per draft position, the 'auto' draft budget's "
+                          f"prior) {problem}; give the build's measured curve (manifest acceptance.curve) or None")
+
+
 class TorchEngine:
     """Owns the target, the optional drafter, the tokenizer and the step (caches, per-slot buffers, graphs)."""
 
     def __init__(self, target: TargetModel, drafter: DFlashDrafter | None = None, tokenizer=None, *,
                  max_batch_size: int = 8, max_seq_len: int | None = None, decode_loop: str = "auto",
-                 steps_per_sync: int = 4, ops: StepOps | None = None, compile: bool = False):
+                 steps_per_sync: int = 4, ops: StepOps | None = None, compile: bool = False,
+                 draft_prior: Sequence[float] | None = None):
         limit = target.cfg.max_position_embeddings
         if max_seq_len is None:  # 2048, or less for a target made for shorter sequences
             max_seq_len = min(DEFAULT_MAX_SEQ_LEN, limit or DEFAULT_MAX_SEQ_LEN)
@@ -105,6 +114,8 @@ class TorchEngine:
             raise ConfigError(f"compile: the {target.cfg.family} target runs through transformers' own modules, whose "
                               "caches read lengths on the host; torch.compile is for the native Qwen3 / Llama target: "
                               "drop --compile")
+        if drafter is not None:
+            check_draft_prior(draft_prior, drafter.cfg.block_size)
         if limit and max_seq_len > limit:
             raise ConfigError(f"max_seq_len {max_seq_len} exceeds the target's max_position_embeddings {limit} "
                               f"(config.json): use --max-seq-len {limit} or less")
@@ -132,12 +143,12 @@ class TorchEngine:
         # the scheduler that owns the caches is the latest one made (an older one refuses to step).
         # The "auto" draft budget's inputs: seconds per step by (batch size, Draft), measured at the first auto
         # scheduler unless given (tests give a fixed table, with refine_draft_costs False, for a deterministic
-        # choice); the prior acceptance curve per draft position (None: spec.budget.DEFAULT_PRIOR); the tree sizes
-        # auto considers (none where the target cannot verify trees).
+        # choice); the prior acceptance curve per draft position (the build's measured curve: manifest.draft_prior;
+        # None: spec.budget.DEFAULT_PRIOR); the tree sizes auto considers (none where the target cannot verify trees).
         self.draft_costs: dict[tuple[int, Draft], float] | None = None
         self.refine_draft_costs = True
         self._cost_table: tuple | None = None  # (draft_costs it came from, refine, the CostTable every auto run refines)
-        self.draft_prior: list[float] | None = None
+        self.draft_prior: list[float] | None = [float(p) for p in draft_prior] if draft_prior is not None else None
         self.auto_trees: tuple[int, ...] = AUTO_TREES if self.step_runner.max_tree_nodes else ()
         # the drafter's acceptance, counted over every auto run: chains, and per tree size
         self.draft_curve: AcceptanceCounts | None = None
@@ -157,19 +168,20 @@ class TorchEngine:
                         device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                         max_batch_size: int = 8, max_seq_len: int | None = None, tokenizer: bool = True,
                         decode_loop: str = "auto", steps_per_sync: int = 4, ops: StepOps | None = None,
-                        compile: bool = False) -> "TorchEngine":
+                        compile: bool = False, draft_prior: Sequence[float] | None = None) -> "TorchEngine":
         device = resolve_device(device)
         target_cfg = ckpt.load_target_config(target_dir)
         drafter_cfg = None
         if drafter_dir is not None:  # validate the pair before reading any weights
             drafter_cfg = ckpt.load_drafter_config(drafter_dir)
             ckpt.check_pair(target_cfg, drafter_cfg, drafter_dir)
+            check_draft_prior(draft_prior, drafter_cfg.block_size)
         dtype = resolve_dtype(dtype, target_cfg.dtype)
         target = load_target(target_dir, dtype, device, target_cfg)  # native or transformers-backed, by config.json
         drafter = DFlashDrafter.from_pretrained(drafter_dir, dtype, device, drafter_cfg) if drafter_cfg else None
         tok = ckpt.load_tokenizer(target_dir) if tokenizer else None
         return cls(target, drafter, tok, max_batch_size=max_batch_size, max_seq_len=max_seq_len, decode_loop=decode_loop,
-                   steps_per_sync=steps_per_sync, ops=ops, compile=compile)
+                   steps_per_sync=steps_per_sync, ops=ops, compile=compile, draft_prior=draft_prior)
 
     def replace_drafter(self, drafter: DFlashDrafter) -> None:
         """Serve another drafter of the same shape (the build's gate: the exported quantized drafter after the

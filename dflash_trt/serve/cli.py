@@ -165,6 +165,7 @@ class ServeSpec:
     decode_loop: str = "auto"
     steps_per_sync: int = 4
     compile: bool = False  # torch.compile the decode step
+    draft_prior: list[float] | None = None  # the "auto" budget's prior: the engine directory's measured curve
     repository: Path | None = None  # the engine directory's Triton model repository, if it names one
     overrides: bool = False  # an option on the command line overrides a runtime value of the manifest
 
@@ -175,7 +176,7 @@ def resolve_serve(args) -> ServeSpec:
     if args.torch_threads < 0:
         raise ConfigError(f"--torch-threads must be >= 0 (0 = torch's default), got {args.torch_threads}")
     from dflash_trt.engines.requests import verify_len_from
-    from dflash_trt.manifest import runtime_budget
+    from dflash_trt.manifest import draft_prior, runtime_budget
 
     verify_len = verify_len_from(args.verify_len, args.block_size, "--verify-len")
     runtime: dict = {}
@@ -224,7 +225,8 @@ def resolve_serve(args) -> ServeSpec:
                      verify_len=budget_verify_len, draft=draft,
                      speculative=not args.no_draft, torch_threads=args.torch_threads,
                      decode_loop=args.decode_loop or "auto", steps_per_sync=args.steps_per_sync or 4, compile=args.compile,
-                     repository=repository, overrides=overrides)
+                     repository=repository, overrides=overrides,
+                     draft_prior=draft_prior(manifest, args.engine_dir) if manifest and not args.no_draft else None)
 
 
 def serve(args) -> int:
@@ -273,7 +275,7 @@ def serve_triton(args) -> int:
                    max_seq_len=spec.max_seq_len, device=spec.device, dtype=spec.dtype, verify_len=spec.verify_len,
                    draft=spec.draft, instance_count=args.instance_count, speculative=spec.speculative,
                    torch_num_threads=spec.torch_threads, decode_loop=spec.decode_loop,
-                   steps_per_sync=spec.steps_per_sync, compile=spec.compile)
+                   steps_per_sync=spec.steps_per_sync, compile=spec.compile, draft_prior=spec.draft_prior)
     tmp = None
     if repository is None:  # named with our pid: a later serve removes it if this one is killed before cleaning up
         from dflash_trt.tempdirs import make_tempdir

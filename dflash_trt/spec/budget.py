@@ -426,6 +426,12 @@ def _stop(stops: list, k: int, tau: int, weight) -> None:
     stops[1][min(tau, k - 1)] += weight
 
 
+def _as_emitted(k: int, tau: int) -> int:
+    """A finished sequence's last step (K, τ) counted as deep as it emitted: its τ may have been cut there (the tokens
+    it had left, a stop token), so its next draft's verdict is no trial."""
+    return min(k, tau)
+
+
 def _reached(stops: np.ndarray) -> np.ndarray:
     """[..., depth 0..B-1] weights of steps by the depth where they end (_stop) -> [..., position 0..B-2] their sum
     over the steps that reach past each position: the counts per draft position, for steps taken in by the hundred
@@ -486,6 +492,41 @@ class Fixed:
 
     def describe(self) -> str:
         return str(self.draft)
+
+
+def measured_prior(sequences: Sequence[tuple[Sequence[int], Sequence[int]]], positions: int) -> list[float]:
+    """The drafter's measured curve as auto's prior (`AutoBudget.prior`; `dflash-trt build` records it in the engine
+    directory from its acceptance gate): per draft position, the steps that accepted the draft there over those that
+    verified it, counted as auto counts its own chain steps (`_stop`; a sequence's last step as deep as it emitted), from
+    finished sequences' chain steps, each sequence a pair (K per step, τ per step) as `Stats.ks` / `Stats.taus`
+    hold them. Shrunk toward DEFAULT_PRIOR by PRIOR_WEIGHT pseudo-steps, so a position few steps reached (or none: a
+    chain shorter than the block) stays near it, and kept within [1 - MAX_ACCEPTANCE, MAX_ACCEPTANCE]."""
+    counts = AcceptanceCounts.empty(positions)
+    ks: list[int] = []
+    taus: list[int] = []
+    for seq_ks, seq_taus in sequences:
+        if len(seq_ks) != len(seq_taus):
+            raise ValueError(f"measured_prior: a sequence has {len(seq_ks)} K for {len(seq_taus)} steps")
+        if seq_taus:
+            ks += list(seq_ks[:-1]) + [_as_emitted(seq_ks[-1], seq_taus[-1])]
+            taus += list(seq_taus)
+    counts.add(ks, taus)
+    g = _shrink([DEFAULT_PRIOR] * positions, counts.accepted, counts.trials, PRIOR_WEIGHT)
+    return [round(float(p), 4) for p in np.clip(g, 1 - MAX_ACCEPTANCE, MAX_ACCEPTANCE)]
+
+
+def prior_problem(prior, positions: int) -> str | None:
+    """What is wrong with `prior` as a prior over `positions` draft positions (at least that many probabilities in
+    (0, 1), the first `positions` used), or None."""
+    if isinstance(prior, (str, bytes)) or not isinstance(prior, Sequence):
+        return f"needs a list of {positions} probabilities in (0, 1), got {type(prior).__name__}"
+    if len(prior) < positions:
+        return f"needs {positions} probabilities (one per draft position of the block), got {len(prior)}"
+    bad = [p for p in prior[:positions]
+           if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 1]
+    if bad:
+        return f"needs probabilities in (0, 1), got {bad[0]!r}"
+    return None
 
 
 def auto_drafts(block_size: int, trees: Sequence[int] = ()) -> list[Draft]:
@@ -691,8 +732,9 @@ class AutoBudget:
             raise ValueError(f"explore_share must be > 0 (a share of the time spent waiting), got {self.explore_share!r}")
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
-        if len(prior) < positions or not all(0 < p < 1 for p in prior[:positions]):
-            raise ValueError(f"prior needs {positions} probabilities in (0, 1), got {prior!r}")
+        problem = prior_problem(prior, positions)
+        if problem:
+            raise ValueError(f"prior: {problem}")
         self._prior = prior[:positions]
         # per observed request, its chain counts [accepted, trials] decayed per step (a row each, reused after
         # forget); row 0 stays zero: the requests not observed yet (their curve is the global one)
@@ -1353,7 +1395,7 @@ class AutoBudget:
                 chains = [[(draft.size, t) for t in r_taus] for r_taus in taus]
             for c, r_taus, done in zip(chains, taus, finished):
                 if done and c:  # its last step: as deep as what it emitted (its chain's τ is cut there too)
-                    c[-1] = (min(c[-1][0], r_taus[-1]), c[-1][1])
+                    c[-1] = (_as_emitted(c[-1][0], r_taus[-1]), c[-1][1])
             for r, c in zip(requests, chains):
                 if c:
                     per_request.setdefault(r, []).extend(c)

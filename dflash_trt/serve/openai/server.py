@@ -50,7 +50,7 @@ def serve_openai(spec, *, host: str, port: int, served_model_name: str | None = 
             spec.target, spec.drafter, device=None if spec.device == "auto" else spec.device,
             dtype=None if spec.dtype == "auto" else spec.dtype, max_batch_size=spec.max_batch_size,
             max_seq_len=spec.max_seq_len, decode_loop=spec.decode_loop, steps_per_sync=spec.steps_per_sync,
-            compile=spec.compile)
+            compile=spec.compile, draft_prior=spec.draft_prior)
         name = served_model_name or Path(spec.target).resolve().name
         app = make_app(engine, model_name=name, verify_len=spec.verify_len, use_drafter=spec.speculative,
                        draft=spec.draft if spec.speculative else None)

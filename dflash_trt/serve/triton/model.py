@@ -82,18 +82,20 @@ class TritonPythonModel:
         device = _param(params, "device", "auto")
         if device == "cuda" and args.get("model_instance_kind") == "GPU":  # KIND_GPU: one instance per GPU
             device = f"cuda:{args.get('model_instance_device_id', 0)}"
+        prior = _param(params, "draft_prior")  # the build's measured acceptance curve, comma-separated
         self.engine = TorchEngine.from_pretrained(
             target, drafter, device=None if device == "auto" else device, dtype=_param(params, "dtype", "auto"),
             max_batch_size=int(_param(params, "max_batch_size", "8")), max_seq_len=int(_param(params, "max_seq_len", "0")) or None,
             decode_loop=_param(params, "decode_loop", "auto"), steps_per_sync=int(_param(params, "steps_per_sync", "4")),
-            compile=_param(params, "compile", "false") == "true")
+            compile=_param(params, "compile", "false") == "true",
+            draft_prior=[float(p) for p in prior.split(",")] if prior and self.speculative else None)
         self.scheduler = self._new_scheduler()
         self.logger.log_info(f"[dflash] python {sys.version.split()[0]} ({sys.executable}), numpy {np.__version__}, "
                              f"torch {torch.__version__}")
         self.logger.log_info(
             f"[dflash] loaded target={target} drafter={drafter} device={self.engine.device} "
             f"max_batch_size={self.engine.max_batch_size} max_seq_len={self.engine.max_seq_len} verify_len={self.scheduler.k} "
-            f"draft={self.scheduler.budget.describe()}")
+            f"draft={self.scheduler.budget.describe()} draft_prior={'measured' if self.engine.draft_prior else 'default'}")
         graphs, seconds = self.scheduler.capture_graphs()  # before any request: none waits for a capture
         if graphs:
             self.logger.log_info(f"[dflash] captured {graphs} CUDA graphs (step shapes) in {seconds:.1f} s")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from dflash_trt.capabilities import DECODE_LOOPS
@@ -58,7 +59,8 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
                   verify_len: int | None, python_path: str, instance_count: int = 1, model_name: str = MODEL_NAME,
                   draft: str | None = None,
                   speculative: bool = True, default_max_tokens: int = 128, torch_num_threads: int = 0,
-                  decode_loop: str = "auto", steps_per_sync: int = 4, compile: bool = False) -> str:
+                  decode_loop: str = "auto", steps_per_sync: int = 4, compile: bool = False,
+                  draft_prior: Sequence[float] | None = None) -> str:
     """config.pbtxt text for the model (see write_model_repository for the arguments)."""
     # cuda: an instance group on every GPU (each instance loads on its own, see model.py); cuda:N: on GPU N only.
     kind = "KIND_GPU" if str(device).startswith("cuda") else "KIND_CPU"
@@ -84,6 +86,7 @@ def render_config(*, target: str, drafter: str | None, max_batch_size: int, max_
         "verify_len": verify_len or 0, "default_max_tokens": default_max_tokens, "python_path": python_path,
         "torch_num_threads": torch_num_threads, "cancellation_check_period_ms": 20, "decode_loop": decode_loop,
         "steps_per_sync": steps_per_sync, "draft": draft or "", "compile": "true" if compile else "false",
+        "draft_prior": ",".join(repr(float(p)) for p in draft_prior) if draft_prior is not None else "",
     }
     lines += [f"parameters {{ key: {_quote(k)} value: {{ string_value: {_quote(str(v))} }} }}" for k, v in params.items()]
     return "\n".join(lines) + "\n"
@@ -95,7 +98,7 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
                            model_name: str = MODEL_NAME, speculative: bool = True, default_max_tokens: int = 128,
                            torch_num_threads: int = 0, engine_dir: str | os.PathLike | None = None,
                            decode_loop: str = "auto", steps_per_sync: int = 4, draft: str | None = None,
-                           compile: bool = False) -> Path:
+                           compile: bool = False, draft_prior: Sequence[float] | None = None) -> Path:
     """Write (or replace) the Triton model `model_name` in the repository directory `out_dir`; returns `out_dir`.
 
     Layout: ``out_dir/<model_name>/config.pbtxt`` and ``out_dir/<model_name>/1/model.py`` (the Python backend model
@@ -114,7 +117,8 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         default_max_tokens: used when a request has no ``sampling_param_max_tokens``. torch_num_threads: > 0 sets
         torch's intra-op threads in the model process. decode_loop / steps_per_sync: the engine's decode loop ("host":
         one host read per step; "device": windows of steps_per_sync steps, CUDA graphs on a GPU; "auto": device where
-        those graphs run, else host). engine_dir: the engine directory this repository lives in;
+        those graphs run, else host). draft_prior: the drafter's acceptance per draft position (the build's measured
+        curve, manifest acceptance.curve), the "auto" budget's prior (None: its default). engine_dir: the engine directory this repository lives in;
         target/drafter paths inside it are written relative to the model directory, so the engine directory can be
         moved (or written under a temporary name and renamed) without breaking them.
 
@@ -154,7 +158,8 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         max_batch_size=max_batch_size, max_seq_len=max_seq_len, device=device, dtype=str(dtype), verify_len=verify_len,
         python_path=python_path if python_path is not None else default_python_path(), instance_count=instance_count,
         model_name=model_name, speculative=speculative, default_max_tokens=default_max_tokens, draft=draft,
-        torch_num_threads=torch_num_threads, decode_loop=decode_loop, steps_per_sync=steps_per_sync, compile=compile)
+        torch_num_threads=torch_num_threads, decode_loop=decode_loop, steps_per_sync=steps_per_sync, compile=compile,
+        draft_prior=draft_prior)
     out.mkdir(parents=True, exist_ok=True)
     # Atomic per model: build beside it, then swap it in.
     tmp = make_tempdir(out.parent, f".{model_name}.")  # not in the repository: Triton would see it
