@@ -19,7 +19,8 @@ Reports, without importing TensorRT-LLM or touching a GPU kernel:
 
 With --engine-dir it reads DIR/manifest.json (docs/engine-dir.md) and checks `backend`, `runtime.device`,
 `runtime.tensor_parallel_size`, `drafter.quantization`, `acceptance.curve` (backend torch), `requirements` (gpu,
-num_gpus, min_compute_capability, python_packages) and that the target / drafter checkpoints it references exist here (a container needs them mounted).
+num_gpus, min_compute_capability, python_packages) and that the target / drafter checkpoints it references exist here
+(a container needs them mounted).
 
 Exit status:
     0  nothing configured cannot run here (no --engine-dir, or the engine directory can run on this machine)

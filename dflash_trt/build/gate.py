@@ -38,9 +38,8 @@ def run_prompts(engine, prompt_ids: list[list[int]], max_new_tokens: int, *, ver
     drafter's per-position acceptance curve over the same steps."""
     from tqdm import tqdm
 
-    from dflash_trt.spec.budget import measured_prior
-
     from dflash_trt.engines.requests import raise_if_failed
+    from dflash_trt.spec.budget import measured_prior
     from dflash_trt.spec.sampling import SamplingParams
     from dflash_trt.spec.stats import Stats
 

@@ -118,9 +118,10 @@ def write_model_repository(out_dir: str | os.PathLike, *, target: str | os.PathL
         torch's intra-op threads in the model process. decode_loop / steps_per_sync: the engine's decode loop ("host":
         one host read per step; "device": windows of steps_per_sync steps, CUDA graphs on a GPU; "auto": device where
         those graphs run, else host). draft_prior: the drafter's acceptance per draft position (the build's measured
-        curve, manifest acceptance.curve), the "auto" budget's prior (None: its default). engine_dir: the engine directory this repository lives in;
-        target/drafter paths inside it are written relative to the model directory, so the engine directory can be
-        moved (or written under a temporary name and renamed) without breaking them.
+        curve, manifest acceptance.curve), the "auto" budget's prior (None: its default). engine_dir: the engine
+        directory this repository lives in; target/drafter paths inside it are written relative to the model
+        directory, so the engine directory can be moved (or written under a temporary name and renamed) without
+        breaking them.
 
     `dflash-trt build` calls this with the values of the engine manifest (``runtime.*``) and writes the repository to
     ``ENGINE_DIR/triton/model_repository``; `dflash-trt serve` calls it for --target/--drafter. Raises ConfigError
