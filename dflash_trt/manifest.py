@@ -117,10 +117,14 @@ def draft_prior(manifest: dict, engine_dir: str | os.PathLike) -> list[float] | 
     unquantized build runs no gate). ConfigError naming the field where it is not one probability per position."""
     from dflash_trt.spec.budget import prior_problem
 
-    curve = (manifest.get("acceptance") or {}).get("curve")
+    acceptance, drafter = manifest.get("acceptance"), manifest.get("drafter")
+    if acceptance is not None and not isinstance(acceptance, dict):
+        raise ConfigError(f"{Path(engine_dir) / MANIFEST_NAME}: field 'acceptance' is {type(acceptance).__name__}, "
+                          "expected an object or null; rebuild the engine directory")
+    curve = acceptance.get("curve") if acceptance else None
     if curve is None:
         return None
-    block = (manifest.get("drafter") or {}).get("block_size")
+    block = drafter.get("block_size") if isinstance(drafter, dict) else None
     problem = prior_problem(curve, block - 1) if isinstance(block, int) and block > 1 else "drafter.block_size is missing"
     if problem:
         raise ConfigError(f"{Path(engine_dir) / MANIFEST_NAME}: field 'acceptance.curve' {problem}; rebuild the engine "

@@ -417,6 +417,13 @@ def test_a_bad_acceptance_curve_is_refused_naming_the_field(fp8_engine, tmp_path
         with pytest.raises(ConfigError, match="field 'acceptance.curve'"):
             resolve_serve(args)
         assert main(["doctor", "--engine-dir", str(moved)]) == 2
+    m["acceptance"] = ["not", "an", "object"]
+    (moved / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ConfigError, match="field 'acceptance' is list, expected an object or null"):
+        open_engine(moved)
+    m["acceptance"] = None  # an unquantized build's: auto's default prior
+    (moved / "manifest.json").write_text(json.dumps(m))
+    assert open_engine(moved)[0].draft_prior is None
     with pytest.raises(ConfigError, match="draft_prior .* needs 15 probabilities"):
         TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", draft_prior=[0.5] * 3)
 
