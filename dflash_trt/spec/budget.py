@@ -627,10 +627,9 @@ class Calibration:
         0.9925 (min 0.939) -> 1.0051 (min 0.993), 10 % cheaper 0.9945 -> 1.0041, at the traces' costs with trees 5 %
         dearer 0.997 -> 1.000; batch 8 / 16 and the H200 replay level; in the engine (five runs a side) AR ran 54-173
         windows of ~1,000 against 83-1,021 (bench/results/2026-11-27-cpu-s20)."""
-        gone = windows - self.aged_at
-        if gone < CALIBRATION_AGE:
+        if not self.would_age(windows):
             return
-        fade = CALIBRATION_AGING ** gone
+        fade = CALIBRATION_AGING ** (windows - self.aged_at)
         for sums in self.sums.values():
             sums[0] *= fade
             sums[1] *= fade
