@@ -243,6 +243,8 @@ def test_generate_from_engine_dir_equals_ar(fp8_engine, capsys):
     ar = engine.generate(prompts, params, use_drafter=False)
     assert [r.token_ids for r in spec] == [r.token_ids for r in ar]
     assert sum(t for r in spec for t in r.stats.taus) > len(spec[0].stats.taus)  # the drafter is accepted at times
+    auto = engine.generate(prompts, params, draft="auto")  # auto from the measured prior: lossless too
+    assert [r.token_ids for r in auto] == [r.token_ids for r in ar] and max(k for r in auto for k in r.stats.ks) > 1
     code = main(["generate", "--engine-dir", str(fp8_engine), "--prompt", prompts[0], "--max-new-tokens", "32",
                  "--check-ar", "--json"])
     report = json.loads(capsys.readouterr().out)
