@@ -180,7 +180,11 @@ def resolve_draft(draft: str | None, verify_len: int | None, drafter_block_size:
         k = int(arg)
         if verify_len is not None and verify_len != k:
             raise RequestError(f"draft {draft!r} and verify_len {verify_len!r} disagree: give one of them")
-        return "chain", resolve_verify_len(k, drafter_block_size)
+        if not 2 <= k <= drafter_block_size:  # (named as given: the draft, not verify_len)
+            raise RequestError(f"draft {draft!r}: a chain verifies 2..{drafter_block_size} slots (2 = one draft per "
+                               f"step, {drafter_block_size} = the drafter's block_size), got {k}; use 'chain:K' with K "
+                               f"in 2..{drafter_block_size}, or 'auto'")
+        return "chain", k
     if kind == "tree" and arg.strip().isdigit():
         n = int(arg)
         if verify_len is not None:
