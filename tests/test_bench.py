@@ -82,6 +82,23 @@ def test_acceptance_pooled_over_sequences():
         metrics.pool_stats([Stats(verify_len=2, taus=[3])], verify_len=2)
 
 
+def test_steps_by_draft_are_pooled_and_shown_where_more_than_one_ran():
+    # what the torch scheduler records per request (Stats.count_draft): a fixed draft's one label, auto's several
+    fixed, mixed = _stats([2, 3], 5), _stats([1, 4, 2], 7)
+    fixed.count_draft("chain:4", 2)
+    mixed.count_draft("chain:1", 1)
+    mixed.count_draft("tree:16", 1)
+    mixed.count_draft("chain:4", 1)
+    acc = metrics.acceptance_summary([fixed, mixed], verify_len=4)
+    assert acc["draft_steps"] == {"chain:4": 3, "chain:1": 1, "tree:16": 1} and sum(acc["draft_steps"].values()) == 5
+    assert "draft_steps" not in fixed.summary() and fixed.to_dict()["draft_steps"] == {"chain:4": 2}
+    assert "draft_steps={chain:1: 1, chain:4: 1, tree:16: 1}" in mixed.summary()  # chains by K, then trees
+    report = _synthetic_report()
+    assert "steps by draft" not in format_table(report)
+    report["overall"]["draft_steps"] = acc["draft_steps"]
+    assert "steps by draft (overall): chain:1: 1, chain:4: 3, tree:16: 1" in format_table(report)
+
+
 def test_compare_outputs():
     assert metrics.first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert metrics.first_divergence([1, 2, 3], [1, 5, 3]) == 1

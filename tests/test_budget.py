@@ -1067,6 +1067,13 @@ def test_chains_and_trees_mixed_are_lossless(make_pair, variant, batch):
     assert {Draft("tree", 24), 1, 4, Draft("tree", 5)} <= set(policy.seen)
     for s in spec:
         assert len(s.stats.ks) == len(s.stats.taus) and all(1 <= t <= min(k, 16) for t, k in zip(s.stats.taus, s.stats.ks))
+        # its steps by draft (Stats.draft_steps: what the server's metrics and usage report) are its steps' K, labelled
+        steps = s.stats.draft_steps
+        assert sum(steps.values()) == s.stats.steps
+        assert sorted(int(d.partition(":")[2]) for d, n in steps.items() for _ in range(n)) == sorted(s.stats.ks)
+    labels = {d for s in spec for d in s.stats.draft_steps}
+    chosen = {str(d) if isinstance(d, Draft) else f"chain:{d}" for d in policy.seen}
+    assert {"tree:24", "chain:1", "chain:4", "tree:5"} <= labels <= chosen
 
 
 def test_auto_is_lossless_greedy_sampled_and_with_stops(make_pair, variant):

@@ -397,6 +397,7 @@ def test_metrics_count_tokens_and_acceptance(server, client, engine):
     assert delta("dflash_prompt_tokens_total") == len(want.prompt_token_ids)
     assert delta("dflash_acceptance_length_count") == want.stats.steps == delta("dflash_spec_steps_total")
     assert delta("dflash_acceptance_length_sum") == sum(want.stats.taus)
+    assert delta("dflash_draft_steps_total{draft=chain:16}") == want.stats.steps  # the fixed draft: one label
     assert delta(f'dflash_requests_total{{finish_reason={want.finish_reason}}}') == 1
     # over everything served so far: τ plausible for this pair (bench: 4.1 on GSM8K), acceptance falls with position
     tau = m["dflash_acceptance_length_sum"] / m["dflash_acceptance_length_count"]
@@ -438,6 +439,35 @@ def test_app_without_chat_template_and_with_a_served_name(make_pair):
     # the app's scheduler owned the engine's caches while it ran; now generate may take them back
     want = engine.generate([[5, 6, 7]], SamplingParams(max_new_tokens=6, temperature=0.0), verify_len=4)[0]
     assert got_text == want.text
+
+
+def test_auto_reports_its_steps_by_draft_in_usage_and_metrics():
+    """An auto server (in-process): each response's usage says which drafts its steps verified, /metrics counts them
+    (what an operator reads to see auto hold AR under load or run trees alone), and the text is AR's."""
+    from prometheus_client.parser import text_string_to_metric_families
+    from starlette.testclient import TestClient
+
+    from dflash_trt.serve.openai.app import make_app
+
+    engine = TorchEngine.from_pretrained(PAIR / "target", PAIR / "drafter", device="cpu", max_batch_size=2,
+                                         max_seq_len=MAX_SEQ)
+    prompts = [_chat_prompt(engine, q) for q in QUESTIONS[20:24]]
+    want = [_greedy(engine, p, 48).text for p in prompts]
+    with TestClient(make_app(engine, model_name=MODEL, draft="auto")) as tc:
+        steps, drafts = 0, {}
+        for prompt, text in zip(prompts, want):
+            r = tc.post("/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 48, "temperature": 0})
+            body = r.json()
+            assert r.status_code == 200 and body["choices"][0]["text"] == text
+            d = body["usage"]["dflash"]
+            assert sum(d["draft_steps"].values()) == d["steps"] > 0
+            steps += d["steps"]
+            for k, n in d["draft_steps"].items():
+                drafts[k] = drafts.get(k, 0) + n
+        counted = {s.labels["draft"]: s.value for f in text_string_to_metric_families(tc.get("/metrics").text)
+                   for s in f.samples if s.name == "dflash_draft_steps_total"}
+    assert counted == drafts and sum(counted.values()) == steps
+    assert any(k != "chain:1" for k in drafts)  # the trained pair drafts at one request
 
 
 def test_serve_openai_option_errors(capsys):

@@ -106,7 +106,8 @@ def pool_stats(stats: Sequence[Stats], verify_len: int | None = None) -> Stats:
 
 
 def acceptance_summary(stats: Sequence[Stats], verify_len: int | None = None) -> dict:
-    """mean τ, τ histogram (index t-1 = steps with τ = t) and per-position acceptance, pooled over sequences."""
+    """mean τ, τ histogram (index t-1 = steps with τ = t), per-position acceptance and the steps by draft (where the
+    engine records them), pooled over sequences."""
     pooled = pool_stats(stats, verify_len)
     steps = pooled.steps
     hist = pooled.histogram
@@ -118,6 +119,7 @@ def acceptance_summary(stats: Sequence[Stats], verify_len: int | None = None) ->
         "histogram": hist,
         "histogram_fraction": [c / steps for c in hist] if steps else [0.0] * len(hist),
         "per_position_acceptance": pooled.per_position_acceptance,
+        "draft_steps": dict(pooled.draft_steps),
     }
 
 

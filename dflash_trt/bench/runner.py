@@ -24,6 +24,7 @@ from dflash_trt.bench import metrics
 from dflash_trt.bench.datasets import PromptSet, encode_prompt, has_chat_template, load_prompt_sets
 from dflash_trt.engines.requests import raise_if_failed
 from dflash_trt.errors import ConfigError
+from dflash_trt.spec.stats import draft_steps_text
 
 REPORT_JSON = "report.json"
 REPORT_VERSION = 2  # 2: settings.verify_len (was block_size), the transformers baseline, notes
@@ -612,6 +613,9 @@ def format_table(report: dict) -> str:
     out.append("acceptance per position (overall): " + " ".join(f"{a:.2f}" for a in acc))
     out.append(f"τ histogram (overall, τ=1..{len(report['overall'].get('histogram', []))}): "
                f"{report['overall'].get('histogram')}")
+    drafts = report["overall"].get("draft_steps") or {}
+    if len(drafts) > 1:  # a budget that chose per window (auto): what it chose
+        out.append(f"steps by draft (overall): {draft_steps_text(drafts)}")
     out.append("")
     out += format_modes(report)
     return "\n".join(out)

@@ -469,6 +469,7 @@ class BatchScheduler:
             live.outputs.extend(out.new_tokens[i])
             live.stats.taus.extend(taus)
             live.stats.ks.extend([draft.size] * len(taus))
+            live.stats.count_draft(str(draft), len(taus))
             live.stats.decode_s += elapsed
         self._unobserved = ([window[i] for i in kept], draft, [out.taus[i] for i in kept],
                             [chains[i] for i in kept] if chains else [], [out.done[i] for i in kept])

@@ -12,6 +12,9 @@ class Stats:
     verify_len: int = 1
     taus: list[int] = field(default_factory=list)  # one per decode step of one sequence
     ks: list[int] = field(default_factory=list)  # K of each step (when recorded: the draft budget may vary it)
+    # steps by the draft they verified ("chain:K", "tree:N"; "chain:1" = an AR step), where recorded (the torch
+    # engine's scheduler: what a budget such as auto chose, request by request)
+    draft_steps: dict[str, int] = field(default_factory=dict)
     new_tokens: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -46,6 +49,10 @@ class Stats:
             shares.append(sum(t > k for t in drafted) / len(drafted) if drafted else 0.0)
         return shares
 
+    def count_draft(self, draft: str, steps: int) -> None:
+        """`steps` more steps that verified `draft` ("chain:K" / "tree:N")."""
+        self.draft_steps[draft] = self.draft_steps.get(draft, 0) + steps
+
     @property
     def mean_verify_len(self) -> float:
         """Mean K over the steps (= verify_len for a fixed chain)."""
@@ -64,6 +71,8 @@ class Stats:
         for p in parts:
             merged.ks += p.ks if len(p.ks) == len(p.taus) else [p.verify_len] * len(p.taus)
             merged.taus += p.taus
+            for draft, steps in p.draft_steps.items():
+                merged.count_draft(draft, steps)
             merged.new_tokens += p.new_tokens
             merged.prefill_s += p.prefill_s
             merged.decode_s += p.decode_s
@@ -78,6 +87,7 @@ class Stats:
             "mean_verify_len": self.mean_verify_len,
             "histogram": self.histogram,
             "per_position_acceptance": self.per_position_acceptance,
+            "draft_steps": dict(self.draft_steps),
             "prefill_s": self.prefill_s,
             "decode_s": self.decode_s,
             "decode_tokens_per_s": self.decode_tokens_per_s,
@@ -85,6 +95,17 @@ class Stats:
 
     def summary(self) -> str:
         accept = " ".join(f"{a:.2f}" for a in self.per_position_acceptance)
+        # (the drafts only where more than one ran: a budget that chose per window)
+        drafts = f" draft_steps={{{draft_steps_text(self.draft_steps)}}}" if len(self.draft_steps) > 1 else ""
         return (f"steps={self.steps} new_tokens={self.new_tokens} mean_tau={self.mean_tau:.2f} "
-                f"tau_histogram={self.histogram} per_position_acceptance=[{accept}] "
+                f"tau_histogram={self.histogram} per_position_acceptance=[{accept}]{drafts} "
                 f"decode={self.decode_tokens_per_s:.1f} tok/s")
+
+
+def draft_steps_text(draft_steps: dict[str, int]) -> str:
+    """"chain:1: 3, chain:8: 40, tree:16: 12": steps by draft, chains by K, then trees by N."""
+    def order(item):
+        kind, _, size = item[0].partition(":")
+        return kind != "chain", int(size) if size.isdigit() else 0, item[0]
+
+    return ", ".join(f"{d}: {n}" for d, n in sorted(draft_steps.items(), key=order))

@@ -41,7 +41,8 @@ def usage(prompt_tokens: int, updates: list[Update], verify_len: int) -> dict:
     stats.verify_len = verify_len
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion,
             "dflash": {"mean_acceptance_length": stats.mean_tau, "steps": stats.steps, "verify_len": verify_len,
-                       "per_position_acceptance": stats.per_position_acceptance}}
+                       "per_position_acceptance": stats.per_position_acceptance,
+                       "draft_steps": dict(stats.draft_steps)}}
 
 
 def sse(data: dict | str) -> str:

@@ -9,6 +9,9 @@
     dflash_spec_steps_total                         decode steps (per request per step)
     dflash_accepted_draft_tokens_by_position_total{position}   steps whose k-th draft was accepted (τ > k), k = 1..K-1;
                                                     divided by dflash_spec_steps_total: the acceptance rate at k
+    dflash_draft_steps_total{draft}                 decode steps by the draft they verified: chain:K, tree:N (chain:1 =
+                                                    an AR step); with --draft auto, what the budget chose (AR under
+                                                    load, a tree at low load, ...); one label with a fixed draft
     dflash_time_to_first_token_seconds              histogram: request admitted -> its first token
     dflash_requests_running / dflash_requests_waiting   gauges: requests holding a batch slot / queued for one
     dflash_verify_len                               gauge: K (1 = plain autoregressive)
@@ -45,6 +48,8 @@ class Metrics:
                                    "accepted (tau > k)", ["position"], registry=r)
         for k in range(1, verify_len):
             self.by_position.labels(str(k))
+        self.draft_steps = Counter("dflash_draft_steps", "Decode steps by the draft they verified (chain:K, tree:N; "
+                                   "chain:1 = autoregressive)", ["draft"], registry=r)
         self.ttft = Histogram("dflash_time_to_first_token_seconds", "Request admitted to its first token",
                               buckets=[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registry=r)
         self.running = Gauge("dflash_requests_running", "Requests holding a batch slot", registry=r)
@@ -61,6 +66,14 @@ class Metrics:
                 self.by_position.labels(str(k)).inc()
         if taus:
             self.steps.inc(len(taus))
+
+    def observe_drafts(self, draft_steps: dict[str, int], seen: dict[str, int]) -> None:
+        """A request's steps by draft (Stats.draft_steps, cumulative) counted beyond `seen` (what was counted of it
+        before; updated)."""
+        for draft, steps in draft_steps.items():
+            if steps > seen.get(draft, 0):
+                self.draft_steps.labels(draft).inc(steps - seen.get(draft, 0))
+                seen[draft] = steps
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the exposition."""

@@ -88,6 +88,7 @@ class _Live:
     admitted_at: float
     token_ids: list[int] = field(default_factory=list)
     taus_seen: int = 0
+    drafts_seen: dict = field(default_factory=dict)  # its steps by draft counted into the metrics so far
 
 
 class EngineRunner:
@@ -276,6 +277,7 @@ class EngineRunner:
         if stats is not None and m is not None and len(stats.taus) > live.taus_seen:
             m.observe_taus(stats.taus[live.taus_seen:])
             live.taus_seen = len(stats.taus)
+            m.observe_drafts(stats.draft_steps, live.drafts_seen)
         finish = event.finish_reason
         if not (live.stream or live.stops or event.finished):
             return  # nothing to decode until it finishes
