@@ -98,6 +98,7 @@ def test_http_generate_equals_direct_generate(server, engine):
     assert got.finish_reason == want.finish_reason
     steps = len(want.stats.taus)
     assert got.stats["total_draft_tokens"] == steps * 15  # K - 1 drafts per step, K = 16
+    assert got.stats["draft_steps"] == {"chain:16": steps}
     assert got.stats["total_accepted_draft_tokens"] == sum(t - 1 for t in want.stats.taus)
     assert got.stats["mean_tau"] == pytest.approx(want.stats.mean_tau, rel=1e-5)
     # token-id prompts too
@@ -117,6 +118,7 @@ def test_grpc_streaming_equals_direct_generate(server, engine):
     assert got.finish_reason == want.finish_reason
     assert got.stats["mean_tau"] == pytest.approx(want.stats.mean_tau, rel=1e-5)
     assert got.stats["total_draft_tokens"] == 15 * len(want.stats.taus)
+    assert got.stats["draft_steps"] == {"chain:16": len(want.stats.taus)}
 
 
 def test_stop_string_cuts_the_text_and_ends_the_request(server, engine):
@@ -279,14 +281,15 @@ def test_serve_from_engine_dir_manifest(tmp_path, engine):
 
 
 def test_serve_built_engine_dir(tmp_path, engine):
-    """`dflash-trt build` (FP8 drafter) then `dflash-trt serve --engine-dir`: the repository the build wrote is served
-    as it is (its drafter path is relative to the model directory) and greedy outputs are the target's own; the
-    engine directory still serves after being moved."""
+    """`dflash-trt build` (FP8 drafter, draft auto) then `dflash-trt serve --engine-dir`: the repository the build
+    wrote is served as it is (its drafter path is relative to the model directory) and greedy outputs are the target's
+    own; the engine directory still serves after being moved; auto starts from the build's measured curve and reports
+    the drafts it chose (draft_steps), their draft tokens counted per step."""
     from dflash_trt.cli import main
 
     sets = ["quantization.calibration.num_samples=4", "quantization.calibration.max_new_tokens=32",
             "quantization.gate.num_prompts=4", "quantization.gate.max_new_tokens=32",
-            "quantization.gate.max_tau_drop=0.5", "max_batch_size=2", "max_seq_len=256"]
+            "quantization.gate.max_tau_drop=0.5", "max_batch_size=2", "max_seq_len=256", "draft=auto"]
     argv = ["build", "--config", str(ROOT / "build_configs/tiny-gsm8k-cpu.yaml"), "--output", str(tmp_path / "built"),
             "--no-progress"]
     assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
@@ -298,7 +301,12 @@ def test_serve_built_engine_dir(tmp_path, engine):
         got = http_generate(http, QUESTIONS[7], max_tokens=24)
         want = engine.generate([QUESTIONS[7]], SamplingParams(max_new_tokens=24), use_drafter=False)[0]
         assert got.token_ids == want.token_ids
-        assert got.stats["total_draft_tokens"] > 0
+        # its steps by draft: as many as emitted its tokens after the prefill's (raw text, without the chat template
+        # the pair was trained on: drafts accept little, and auto may hold AR throughout)
+        drafts = got.stats["draft_steps"]
+        assert got.stats["mean_tau"] * sum(drafts.values()) == pytest.approx(len(got.token_ids) - 1)
+        # each step's draft tokens: K - 1 a chain, N - 1 a tree, none an AR step
+        assert got.stats["total_draft_tokens"] == sum((int(d.partition(":")[2]) - 1) * n for d, n in drafts.items())
     finally:
         code, out = _stop_cli(proc)
     assert code == 0, out

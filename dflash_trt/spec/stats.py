@@ -54,6 +54,13 @@ class Stats:
         self.draft_steps[draft] = self.draft_steps.get(draft, 0) + steps
 
     @property
+    def draft_tokens(self) -> int:
+        """Draft tokens the steps verified: K - 1 for a chain step of K slots, N - 1 for a tree of N nodes (all but the
+        root), none for an AR step (K = 1)."""
+        ks = self.ks if len(self.ks) == len(self.taus) else [self.verify_len] * len(self.taus)
+        return sum(k - 1 for k in ks)
+
+    @property
     def mean_verify_len(self) -> float:
         """Mean K over the steps (= verify_len for a fixed chain)."""
         if len(self.ks) != len(self.taus) or not self.ks:

@@ -37,7 +37,15 @@ class Completion:
     token_times: list[float] = field(default_factory=list)  # arrival time (s since send) of each streamed response
 
 
-_STATS = ("total_accepted_draft_tokens", "total_draft_tokens", "acceptance_rate", "mean_tau", "batch_size")
+_STATS = ("total_accepted_draft_tokens", "total_draft_tokens", "acceptance_rate", "mean_tau", "batch_size",
+          "draft_steps")
+
+
+def _stat(name: str, value):
+    """A statistic as the model sent it: draft_steps (JSON text: steps by draft) as a dict, the rest as numbers."""
+    if name == "draft_steps":
+        return json.loads(value.decode() if isinstance(value, bytes) else value)
+    return value
 
 
 def http_generate(url: str, prompt: str | list[int], *, model: str = MODEL_NAME, timeout: float = 300.0,
@@ -60,7 +68,7 @@ def http_generate(url: str, prompt: str | list[int], *, model: str = MODEL_NAME,
         raise ServerError(detail) from None
     ids = out.get("output_token_ids", [])
     return Completion(out.get("text_output", ""), list(ids) if isinstance(ids, list) else [ids],
-                      out.get("finish_reason"), {k: out[k] for k in _STATS if k in out}, 1, None,
+                      out.get("finish_reason"), {k: _stat(k, out[k]) for k in _STATS if k in out}, 1, None,
                       time.perf_counter() - t0)
 
 
@@ -139,7 +147,7 @@ class GrpcStream:
                     if k == "finish_reason":
                         done.finish_reason = v.decode() if isinstance(v, bytes) else str(v)
                     else:
-                        done.stats[k] = v.item()
+                        done.stats[k] = _stat(k, v.item() if hasattr(v, "item") else v)
             final = result.get_response().parameters.get("triton_final_response")
             if final is not None and final.bool_param:
                 done.latency_s = time.perf_counter() - t0

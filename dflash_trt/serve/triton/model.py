@@ -6,8 +6,9 @@ that holds the dflash_trt package, which the backend stub does not inherit).
 
 Inputs and outputs follow TensorRT-LLM's `triton_backend/all_models/llmapi` model (text_input, streaming,
 sampling_param_*; text_output, finish_reason, total_accepted_draft_tokens, total_draft_tokens, acceptance_rate), plus
-`input_ids` (token-id prompts), `output_token_ids`, `mean_tau` and `batch_size` (the most requests that shared one of
-this request's steps).
+`input_ids` (token-id prompts), `output_token_ids`, `mean_tau`, `batch_size` (the most requests that shared one of
+this request's steps) and `draft_steps` (JSON: the request's steps by the draft they verified, "chain:1" an AR step:
+with draft auto, what it chose).
 
 Threads: `execute` only parses the request tensors and queues them (decoupled: it returns at once). One loop thread
 owns the engine and its BatchScheduler: at every step boundary it admits queued requests (validation errors go back
@@ -293,13 +294,15 @@ class TritonPythonModel:
         # The request's DFlash statistics so far, on every response (the final one has the totals).
         taus = stats.taus if stats is not None else []
         accepted = sum(t - 1 for t in taus)
-        drafted = len(taus) * (self.scheduler.k - 1)
+        drafted = stats.draft_tokens if stats is not None else 0  # (a budget such as auto varies it per step)
+        drafts = json.dumps(stats.draft_steps if stats is not None else {}, sort_keys=True)
         tensors += [
             pb_utils.Tensor("total_accepted_draft_tokens", np.array([accepted], dtype=np.int32)),
             pb_utils.Tensor("total_draft_tokens", np.array([drafted], dtype=np.int32)),
             pb_utils.Tensor("acceptance_rate", np.array([accepted / drafted if drafted else 0.0], dtype=np.float32)),
             pb_utils.Tensor("mean_tau", np.array([sum(taus) / len(taus) if taus else 0.0], dtype=np.float32)),
             pb_utils.Tensor("batch_size", np.array([state.batch_size], dtype=np.int32)),
+            pb_utils.Tensor("draft_steps", np.array([drafts.encode()], dtype=np.object_)),
         ]
         if done:
             tensors.append(pb_utils.Tensor("finish_reason", np.array([finish_reason.encode()], dtype=np.object_)))

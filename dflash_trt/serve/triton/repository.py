@@ -37,6 +37,7 @@ _OUTPUTS = [
     ("acceptance_rate", "TYPE_FP32", "[ 1 ]"),
     ("mean_tau", "TYPE_FP32", "[ 1 ]"),
     ("batch_size", "TYPE_INT32", "[ 1 ]"),
+    ("draft_steps", "TYPE_STRING", "[ 1 ]"),
 ]
 
 
