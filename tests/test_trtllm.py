@@ -398,10 +398,11 @@ def test_stats_from_streamed_deltas():
     stats, per_step = stats_from_deltas([1, 4, 0, 1, 16, 3], verify_len=16)
     assert per_step and stats.taus == [4, 1, 16, 3] and stats.new_tokens == 25
     assert stats.mean_tau == 6.0 and stats.histogram[3] == 1 and stats.histogram[15] == 1
+    assert stats.draft_steps == {"chain:16": 4} and stats.draft_tokens == 60  # the fixed chain, as the torch engine says
     coalesced, per_step = stats_from_deltas([1, 20, 5], verify_len=16)
-    assert not per_step and coalesced.taus == [] and coalesced.new_tokens == 26
+    assert not per_step and coalesced.taus == [] and coalesced.new_tokens == 26 and coalesced.draft_steps == {}
     ar, _ = stats_from_deltas([1, 1, 1, 1], verify_len=1)
-    assert ar.taus == [1, 1, 1] and ar.mean_tau == 1.0
+    assert ar.taus == [1, 1, 1] and ar.mean_tau == 1.0 and ar.draft_steps == {"chain:1": 3} and ar.draft_tokens == 0
 
 
 # ---- engine directories and the import gate ---------------------------------------------------------------------------

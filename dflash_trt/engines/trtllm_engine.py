@@ -93,6 +93,8 @@ def stats_from_deltas(deltas: Sequence[int], verify_len: int) -> tuple[Stats, bo
     if any(s > verify_len for s in steps):
         return stats, False
     stats.taus = steps
+    if steps:  # every step verifies the engine's fixed chain (its max_draft_len + 1 slots; 1: AR)
+        stats.count_draft(f"chain:{verify_len}", len(steps))
     return stats, True
 
 
