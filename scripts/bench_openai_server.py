@@ -26,6 +26,7 @@ Per (mode, concurrency):
   per-user tok/s  mean over requests of (tokens - 1) / (latency - TTFT): the decode speed one client sees
   TTFT            request sent -> first content chunk (mean, p50); latency: request sent -> [DONE]
   mean tau        from the server's /metrics (dflash_acceptance_length sum / count over the level)
+  steps by draft  from the server's /metrics (dflash_draft_steps_total over the level): what auto chose there
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from dflash_trt.bench.datasets import load_prompt_set  # noqa: E402
 from dflash_trt.bench.metrics import percentile  # noqa: E402
+from dflash_trt.spec.stats import draft_steps_text  # noqa: E402
 from dflash_trt.serve.triton.server import free_port  # noqa: E402
 
 
@@ -93,6 +95,8 @@ class Server:
             for s in family.samples:
                 if not s.labels:
                     out[s.name] = s.value
+                elif s.name == "dflash_draft_steps_total":  # steps by draft: what auto chose
+                    out["draft_steps:" + s.labels["draft"]] = s.value
         return out
 
     def stop(self) -> None:
@@ -222,13 +226,17 @@ def main(argv=None) -> int:
                     row["graphs_captured"] = after.get("dflash_cuda_graphs", 0) - before[mode].get("dflash_cuda_graphs", 0)
                     row["first_use_s"] = (after.get("dflash_cuda_graph_first_use_seconds", 0)
                                           - before[mode].get("dflash_cuda_graph_first_use_seconds", 0))
+                    row["draft_steps"] = {k.partition(":")[2]: int(v - before[mode].get(k, 0)) for k, v in after.items()
+                                          if k.startswith("draft_steps:") and v > before[mode].get(k, 0)}
                     rows.append(row)
                     outputs[(mode, c)] = [x["text"] for x in done[mode]]  # every round's: each is checked against AR
                     print(f"{mode:9s} c={c:2d}: {row['total_tokens_per_s']:7.1f} tok/s total, "
                           f"{row['per_user_tokens_per_s']:6.1f} tok/s per user, TTFT mean {row['ttft_mean_ms']:6.1f} ms "
                           f"p50 {row['ttft_p50_ms']:6.1f} ms, tau {tau if tau is None else round(tau, 2)}"
                           + (f", {row['graphs_captured']:.0f} graphs captured in the level ({row['first_use_s']:.2f} s)"
-                             if row["graphs_captured"] else ""),
+                             if row["graphs_captured"] else "")
+                          + (f", steps by draft {draft_steps_text(row['draft_steps'])}" if len(row["draft_steps"]) > 1
+                             else ""),
                           file=sys.stderr, flush=True)
         finally:
             for s in servers.values():
@@ -252,8 +260,8 @@ def main(argv=None) -> int:
     (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
     pareto_plot(rows, modes, fixed, out / "pareto.png")
     by = {(r["mode"], r["concurrency"]): r for r in rows}
-    lines = ["| concurrency | mode | total tok/s | vs AR | per-user tok/s | TTFT mean / p50 (ms) | mean tau | text = AR |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| concurrency | mode | total tok/s | vs AR | per-user tok/s | TTFT mean / p50 (ms) | mean tau | text = AR | "
+             "steps by draft |", "|---|---|---|---|---|---|---|---|---|"]
     for c in levels:
         a = by[("ar", c)]
         for m in modes:
@@ -262,7 +270,8 @@ def main(argv=None) -> int:
                          f"{d['total_tokens_per_s'] / a['total_tokens_per_s']:.2f}x | {d['per_user_tokens_per_s']:.1f} | "
                          f"{d['ttft_mean_ms']:.1f} / {d['ttft_p50_ms']:.1f} | "
                          f"{'-' if d['mean_tau'] is None else format(d['mean_tau'], '.2f')} | "
-                         f"{'(reference)' if m == 'ar' else 'yes' if same[(m, c)] else 'NO'} |")
+                         f"{'(reference)' if m == 'ar' else 'yes' if same[(m, c)] else 'NO'} | "
+                         f"{draft_steps_text(d['draft_steps']) or '-'} |")
     table = "\n".join(lines)
     if fixed["per_user_tokens_per_s"] is not None:
         table += (f"\n\nThroughput at fixed interactivity ({fixed['per_user_tokens_per_s']:.1f} tok/s per user, the rate AR "
