@@ -18,8 +18,8 @@ def chosen(self, requests, left=None, length=None):
     if left is not None and max(left) <= 1:
         last["kind"] = "last"
     elif self._probing is not None:
-        last["kind"] = "probe" if d.size > 1 and not (d.tree and d.size in self.trees and self._probing == d and False) else "probe"
-    elif d.tree and d.size in getattr(self, "_sizes", []) and self.tree_curves[d.size].tree.steps() < B.TREE_MEASURE_STEPS:
+        last["kind"] = "probe"  # (a tree measurement in an AR stretch is one too: _choose)
+    elif d.tree and d.size in self._sizes and self.tree_curves[d.size].tree.steps() < B.TREE_MEASURE_STEPS:
         last["kind"] = "tree measurement"
     else:
         last["kind"] = "draft on merit" if d.size > 1 else "AR on merit"
