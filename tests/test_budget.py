@@ -51,7 +51,7 @@ def test_candidates_and_draft_spec():
     assert resolve_draft("auto", None, 16) == ("auto", 16)
     assert resolve_draft("auto", None, None) == ("chain", 1)  # no drafter: AR
     assert resolve_draft("tree:32", None, 16) == ("tree", 32)  # nodes, not block slots: may exceed the block
-    for bad, words in [("chain:17", "draft 'chain:17': a chain verifies 2..16 slots"),
+    for bad, words in [("chain:17", "draft 'chain:17': a chain verifies 2..16 block slots"),
                        ("chain:1", "draft 'chain:1': .* got 1; use 'chain:K' with K in 2..16"),
                        ("tree:1", "2..64 nodes"), ("tree:65", "2..64 nodes"), ("fast", "'chain:K'"),
                        ("chain:", "'chain:K'")]:

@@ -147,16 +147,19 @@ def prepare_request(request_id: Hashable, prompt, params: SamplingParams | None,
     return Request(request_id, ids, params, params.resolved_seed(), stops)
 
 
-def resolve_verify_len(verify_len: int | None, drafter_block_size: int | None) -> int:
+def resolve_verify_len(verify_len: int | None, drafter_block_size: int | None, draft: str | None = None) -> int:
     """K, the number of block slots the target verifies per step: 2..B (B = the drafter's block_size; default B).
-    Without a drafter (plain AR) K is 1."""
+    Without a drafter (plain AR) K is 1. `draft`: the "chain:K" K came from (an error names it as given)."""
     if drafter_block_size is None:
         return 1
     k = drafter_block_size if verify_len is None else verify_len
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= drafter_block_size:
-        raise RequestError(f"verify_len must be an integer in 2..{drafter_block_size} (2 = one draft per step, "
-                           f"{drafter_block_size} = the drafter's block_size), got {verify_len!r}; omit it to use "
-                           f"{drafter_block_size}")
+        b = drafter_block_size
+        note = f"(2 = one draft per step, {b} = the drafter's block_size)"
+        if draft is not None:
+            raise RequestError(f"draft {draft!r}: a chain verifies 2..{b} block slots {note}, got {k}; use 'chain:K' "
+                               f"with K in 2..{b}, or 'auto'")
+        raise RequestError(f"verify_len must be an integer in 2..{b} {note}, got {verify_len!r}; omit it to use {b}")
     return k
 
 
@@ -180,11 +183,7 @@ def resolve_draft(draft: str | None, verify_len: int | None, drafter_block_size:
         k = int(arg)
         if verify_len is not None and verify_len != k:
             raise RequestError(f"draft {draft!r} and verify_len {verify_len!r} disagree: give one of them")
-        if not 2 <= k <= drafter_block_size:  # (named as given: the draft, not verify_len)
-            raise RequestError(f"draft {draft!r}: a chain verifies 2..{drafter_block_size} slots (2 = one draft per "
-                               f"step, {drafter_block_size} = the drafter's block_size), got {k}; use 'chain:K' with K "
-                               f"in 2..{drafter_block_size}, or 'auto'")
-        return "chain", k
+        return "chain", resolve_verify_len(k, drafter_block_size, draft=draft)
     if kind == "tree" and arg.strip().isdigit():
         n = int(arg)
         if verify_len is not None:
