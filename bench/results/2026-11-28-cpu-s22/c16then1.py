@@ -1,6 +1,7 @@
 """Twenty-second session: one long-lived auto scheduler (as the OpenAI server keeps) warmed by a round at concurrency
 FIRST (16 prompts x 64 tokens, continuous arrivals), then three rounds at concurrency 1: the budget's state after the
-warm-up (probe interval, calibration, drift, overhead), each round's rate, auto's choices at one request (held windows
+warm-up (probe interval, calibration, drift, overhead, and the drafter's curve: its steps and acceptance at positions
+1-8), each round's rate and curve, auto's choices at one request (held windows
 not counted; 'last' = a request's last token) and its steps by draft (Stats.draft_steps). Asks whether the server
 Pareto's AR steps at c = 1 (418 of ~1,165 in v32, whose warm-up round runs at c = 16) come from the warm-up.
 `PYTHONPATH=. python bench/results/2026-11-28-cpu-s22/c16then1.py [FIRST]`"""
@@ -36,10 +37,14 @@ def run_round(c):
 first=int(sys.argv[1]) if len(sys.argv)>1 else 16
 cur[0]=f'warm c{first}'; run_round(first)
 b=s.budget; cal=e.draft_calibration
+import numpy as np
+def curve():
+    c=e.draft_curve; return 'steps %d, p[1..8] %s' % (c.trials[0], np.round(c.accepted[:8]/np.maximum(c.trials[:8],1),2).tolist())
+print('curve after warm:', curve())
 print('after warm: probe interval', b._probe_interval, 'cal chain', round(cal.factor(B.Draft('chain',8)),3), 'tree', round(cal.factor(B.Draft('tree',16)),3), 'drift', round(e.cost_table.drift,3), 'overhead', e.cost_table.overhead)
 for r in range(3):
     cur[0]=f'c1 r{r}'; rate=run_round(1)
-    print(f'round {r}: {rate:.1f} tok/s; cal chain', round(cal.factor(B.Draft('chain',8)),3))
+    print(f'round {r}: {rate:.1f} tok/s; cal chain', round(cal.factor(B.Draft('chain',8)),3), 'curve', curve())
 for k,v in sorted(chosen.items()):
     if k[1]==1: print(k, v)
 
