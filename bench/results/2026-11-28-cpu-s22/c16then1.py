@@ -4,7 +4,9 @@ warm-up (probe interval, calibration, drift, overhead, and the drafter's curve: 
 1-8), each round's rate and curve, auto's choices at one request (held windows
 not counted; 'last' = a request's last token) and its steps by draft (Stats.draft_steps). Asks whether the server
 Pareto's AR steps at c = 1 (418 of ~1,165 in v32, whose warm-up round runs at c = 16) come from the warm-up.
-`PYTHONPATH=. python bench/results/2026-11-28-cpu-s22/c16then1.py [FIRST]`"""
+Environment: PRIOR=1 starts auto from the measured curve of `out/engines/tiny-gsm8k-cpu` (README's build; as an
+engine directory does), PW=W sets PRIOR_WEIGHT.
+`[PRIOR=1] [PW=W] PYTHONPATH=. python bench/results/2026-11-28-cpu-s22/c16then1.py [FIRST]`"""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
@@ -13,7 +15,11 @@ from dflash_trt.spec import budget as B
 torch.set_num_threads(1)
 fx='tests/fixtures/gsm8k-tiny/'
 turns=[json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:16]
-e=TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512)
+import os
+prior=json.load(open('out/engines/tiny-gsm8k-cpu/manifest.json'))['acceptance']['curve'] if os.environ.get('PRIOR') else None
+if os.environ.get('PW'): B.PRIOR_WEIGHT=float(os.environ['PW'])
+e=TorchEngine.from_pretrained(fx+'target', fx+'drafter', device='cpu', max_batch_size=16, max_seq_len=512, draft_prior=prior)
+print('prior', 'measured' if prior else 'default', 'weight', B.PRIOR_WEIGHT)
 prompts=[encode_prompt(e.tokenizer,t,512-64)[0] for t in turns]
 p=SamplingParams(max_new_tokens=64)
 s=e.new_scheduler(draft='auto')
