@@ -10,7 +10,8 @@ measured (its graph captures, auto's first exploration and cost learning). Every
 streaming `/v1/chat/completions` requests back to back (greedy, `stream_options.include_usage`); the server applies
 the target's chat template. Greedy, so DFlash must emit AR's text exactly: the script checks it.
 
-    python scripts/bench_openai_server.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
+    python scripts/bench_openai_server.py [--target DIR --drafter DIR | --engine-dir DIR]
+        [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 16] [--max-tokens 64] [--concurrency 1,4,16] [--max-batch-size 16] [--max-seq-len 512]
         [--torch-threads 1] [--device cpu] [--dtype float32] [--modes ar,dflash | ar,chain:16,auto] [--rounds 1]
         [--warmup-rounds 1]
@@ -53,20 +54,32 @@ from dflash_trt.spec.stats import draft_steps_text  # noqa: E402
 from dflash_trt.serve.triton.server import free_port  # noqa: E402
 
 
+def server_command(mode: str, args, port: int) -> list[str]:
+    """`dflash-trt serve --api openai` for one mode: AR (--no-draft), the default draft ("dflash") or a --draft value;
+    from --target / --drafter, or from --engine-dir (its manifest's runtime, drafter, and auto's measured prior, with
+    --device / --dtype only where given)."""
+    cmd = [sys.executable, "-m", "dflash_trt", "serve", "--api", "openai", "--host", "127.0.0.1", "--port", str(port),
+           "--torch-threads", str(args.torch_threads), "--max-batch-size", str(args.max_batch_size),
+           "--max-seq-len", str(args.max_seq_len), "--served-model-name", "bench"]
+    if args.engine_dir:
+        cmd += ["--engine-dir", args.engine_dir] + (["--no-draft"] if mode == "ar" else [])
+        cmd += [a for flag, v in (("--device", args.device), ("--dtype", args.dtype)) if v for a in (flag, v)]
+    else:
+        cmd += ["--target", args.target, "--device", args.device or "cpu", "--dtype", args.dtype or "float32"]
+        cmd += ["--no-draft"] if mode == "ar" else ["--drafter", args.drafter]
+    if args.verify_len and mode != "ar":
+        cmd += ["--verify-len", str(args.verify_len)]
+    if mode not in ("ar", "dflash"):
+        cmd += ["--draft", mode]
+    return cmd
+
+
 class Server:
     def __init__(self, mode: str, args, log_dir: Path):
         self.mode, self.port = mode, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log_dir / f"server-{mode.replace(':', '')}.log"
-        cmd = [sys.executable, "-m", "dflash_trt", "serve", "--api", "openai", "--target", args.target,
-               "--host", "127.0.0.1", "--port", str(self.port), "--device", args.device, "--dtype", args.dtype,
-               "--torch-threads", str(args.torch_threads), "--max-batch-size", str(args.max_batch_size),
-               "--max-seq-len", str(args.max_seq_len), "--served-model-name", "bench"]
-        cmd += ["--no-draft"] if mode == "ar" else ["--drafter", args.drafter]
-        if args.verify_len and mode != "ar":
-            cmd += ["--verify-len", str(args.verify_len)]
-        if mode not in ("ar", "dflash"):
-            cmd += ["--draft", mode]
+        cmd = server_command(mode, args, self.port)
         env = dict(os.environ, OMP_NUM_THREADS=str(max(1, args.torch_threads)))
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
@@ -170,8 +183,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seq-len", type=int, default=512)
     ap.add_argument("--verify-len", type=int, default=None)
     ap.add_argument("--torch-threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--engine-dir", default=None,
+                    help="serve a built engine directory instead of --target / --drafter (AR: the same directory with "
+                         "--no-draft); auto then starts from the build's measured acceptance curve")
+    ap.add_argument("--device", default=None, help="default cpu (with --engine-dir: the manifest's)")
+    ap.add_argument("--dtype", default=None, help="default float32 (with --engine-dir: the manifest's)")
     ap.add_argument("--modes", default="ar,dflash",
                     help="comma-separated: ar (--no-draft), dflash (the default draft) or any --draft value")
     ap.add_argument("--rounds", type=int, default=1,
@@ -188,7 +204,7 @@ def main(argv=None) -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     turns = load_prompt_set(args.dataset, args.num_prompts).turns
     date = datetime.date.today().isoformat()
-    out = Path(args.output or ROOT / "bench" / "results" / f"{date}-{args.device.split(':')[0]}-openai-server")
+    out = Path(args.output or ROOT / "bench" / "results" / f"{date}-{(args.device or 'cpu').split(':')[0]}-openai-server")
 
     rows: list[dict] = []
     outputs: dict[tuple[str, int], list[str]] = {}
@@ -282,7 +298,10 @@ def main(argv=None) -> int:
               f"{' '.join(sys.argv[1:] if argv is None else argv)}`\n\n"
               f"{len(turns)} `{Path(args.dataset).stem}` prompts (chat template applied by the server), "
               f"{args.max_tokens} max tokens, greedy, streaming `/v1/chat/completions` through the `openai` client; "
-              f"--device {args.device}, --dtype {args.dtype}, --torch-threads {args.torch_threads}, "
+              + (f"engine directory {args.engine_dir}, " if args.engine_dir else "")
+              + f"--device {args.device or ('(the manifest)' if args.engine_dir else 'cpu')}, "
+              f"--dtype {args.dtype or ('(the manifest)' if args.engine_dir else 'float32')}, "
+              f"--torch-threads {args.torch_threads}, "
               f"--max-batch-size {args.max_batch_size}. Machine: {platform.machine()}, {os.cpu_count()} CPU cores "
               "shared with other work during the run (noisy).\n\nPer-user tok/s = mean over requests of "
               "(tokens - 1) / (latency - TTFT); TTFT = request sent -> first content chunk. pareto.png: total against "

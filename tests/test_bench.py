@@ -481,6 +481,32 @@ def test_config_validate_is_cheap():
         BenchConfig("t", "d", ["x"], verify_len=1).validate()
 
 
+def test_openai_bench_serves_a_pair_or_an_engine_directory():
+    """bench_openai_server's server command per mode: from --target / --drafter (AR without the drafter), or from a
+    built engine directory (AR: the same directory with --no-draft; its manifest's device and dtype unless given)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_openai_server",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / "bench_openai_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = argparse.Namespace(target="T", drafter="D", engine_dir=None, device=None, dtype=None, torch_threads=1,
+                              max_batch_size=16, max_seq_len=512, verify_len=None)
+
+    def flags(cmd):
+        return " ".join(cmd[cmd.index("serve"):])
+
+    ar, auto = flags(module.server_command("ar", args, 1)), flags(module.server_command("auto", args, 1))
+    assert "--target T" in ar and "--no-draft" in ar and "--drafter" not in ar and "--device cpu --dtype float32" in ar
+    assert "--drafter D" in auto and auto.endswith("--draft auto") and "--engine-dir" not in auto
+    args.engine_dir = "E"
+    ar, dflash = flags(module.server_command("ar", args, 1)), flags(module.server_command("dflash", args, 1))
+    assert "--engine-dir E --no-draft" in ar and "--target" not in ar and "--device" not in ar
+    assert "--engine-dir E" in dflash and "--no-draft" not in dflash and "--draft" not in dflash
+    args.device = "cuda"
+    assert "--device cuda" in flags(module.server_command("chain:8", args, 1))
+
+
 def test_throughput_at_fixed_interactivity_interpolates_bounds_and_says_na():
     """bench_openai_server's ratio at the per-user rate AR reaches at the reference concurrency: interpolated along a
     curve that spans the rate; for a curve that stays above it (every level serves its users faster), at least the
