@@ -39,15 +39,17 @@ class Stats:
     def per_position_acceptance(self) -> list[float]:
         """[k - 1] = share of steps whose k-th draft was accepted (τ > k), k in 1..K-1; when the steps' K are
         recorded (`ks`), among the steps that verified a k-th draft."""
-        if len(self.ks) != len(self.taus):
-            steps = [(t, self.verify_len) for t in self.taus]
-        else:
-            steps = list(zip(self.taus, self.ks))
+        steps = list(zip(self.taus, self.step_ks))
         shares = []
         for k in range(1, self.verify_len):
             drafted = [t for t, kk in steps if kk > k]
             shares.append(sum(t > k for t in drafted) / len(drafted) if drafted else 0.0)
         return shares
+
+    @property
+    def step_ks(self) -> list[int]:
+        """K of each step: `ks` where it was recorded for every step, else verify_len for each."""
+        return self.ks if len(self.ks) == len(self.taus) else [self.verify_len] * len(self.taus)
 
     def count_draft(self, draft: str, steps: int) -> None:
         """`steps` more steps that verified `draft` ("chain:K" / "tree:N")."""
@@ -57,15 +59,13 @@ class Stats:
     def draft_tokens(self) -> int:
         """Draft tokens the steps verified: K - 1 for a chain step of K slots, N - 1 for a tree of N nodes (all but the
         root), none for an AR step (K = 1)."""
-        ks = self.ks if len(self.ks) == len(self.taus) else [self.verify_len] * len(self.taus)
-        return sum(k - 1 for k in ks)
+        return sum(k - 1 for k in self.step_ks)
 
     @property
     def mean_verify_len(self) -> float:
         """Mean K over the steps (= verify_len for a fixed chain)."""
-        if len(self.ks) != len(self.taus) or not self.ks:
-            return float(self.verify_len if self.taus else 0)
-        return sum(self.ks) / len(self.ks)
+        ks = self.step_ks
+        return sum(ks) / len(ks) if ks else 0.0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -76,7 +76,7 @@ class Stats:
         """Pool the steps of many sequences. Times are summed per batch, so pass one Stats per batch for timings."""
         merged = cls(verify_len=max((p.verify_len for p in parts), default=1))
         for p in parts:
-            merged.ks += p.ks if len(p.ks) == len(p.taus) else [p.verify_len] * len(p.taus)
+            merged.ks += p.step_ks
             merged.taus += p.taus
             for draft, steps in p.draft_steps.items():
                 merged.count_draft(draft, steps)
