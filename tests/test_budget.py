@@ -24,8 +24,9 @@ from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
 from dflash_trt.spec.budget import (AUTO_TREES, CALIBRATION_AGE, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
-                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AutoBudget, Calibration, CostTable,
-                                    Draft, Fixed, GlobalTables, TreeClock, auto_drafts, candidates)
+                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AcceptanceCounts, AutoBudget,
+                                    Calibration, CostTable, Draft, Fixed, GlobalTables, TreeClock, auto_drafts,
+                                    candidates)
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -33,6 +34,12 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-ti
 
 def chain(k: int) -> Draft:
     return Draft("chain", k)
+
+
+def priced_tokens(budget: AutoBudget, requests, left=None) -> dict:
+    """Per draft, the batch's expected tokens as the choice prices them (AutoBudget._priced: its optimism and
+    calibration applied)."""
+    return budget._priced(requests, left, None)[0]
 
 
 def flat_costs(block: int = 16, sizes=(1, 2, 4), k1: float = 1.0, drafting: float = 1.0, trees=AUTO_TREES) -> dict:
@@ -477,7 +484,7 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
         budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=drafting, trees=()), refine=False),
                             probe_every=3, explore_share=share)
         budget.observe("a", chain(16), [1] * rejected)
-        regret = drafting - budget._expected_tokens(["a"])[chain(16)]  # AR: 1 token per second
+        regret = drafting - priced_tokens(budget, ["a"])[chain(16)]  # AR: 1 token per second
         picks = [budget.choose(["a"]).size for _ in range(60)]
         return picks.index(16), regret
 
@@ -525,7 +532,7 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=1,
                         explore_share=share)
     budget.observe("a", chain(16), [1] * 20)  # AR is best; the tree stays unmeasured (nothing more is observed)
-    regret = 3.0 - budget._expected_tokens(["a"])[chain(16)]  # a probe's and the tree's alike (AR: 1 token a second)
+    regret = 3.0 - priced_tokens(budget, ["a"])[chain(16)]  # a probe's and the tree's alike (AR: 1 token a second)
     assert regret > 1.5
     picks = [budget.choose(["a"]) for _ in range(300)]
     explored = [i for i, d in enumerate(picks) if d.size > 1]
@@ -538,6 +545,41 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
         if budget.choose(["a"]) == chain(16):
             break
     assert budget._probing == chain(16) and budget.tree_clock.since_s == 0.0
+
+def test_a_thin_curve_is_priced_optimistically_so_a_near_tie_drafts():
+    """A drafter's curve measured on a few steps is priced optimistically (AutoBudget.optimism: pseudo-steps that
+    accepted everywhere), so a near tie that its mean gives to AR drafts, and the drafting windows measure the curve;
+    the optimism fades as steps are counted, and the same acceptance measured on many steps holds AR. The calibration
+    pairs a window with the curve's own expectation, not the optimistic one (else it would learn to cancel it). Why: a
+    server held at AR at higher load learnt the curve from a few probe steps and then held AR at one request (a
+    lock-in: bench/results/2026-11-28-cpu-s23)."""
+    def curve_of(steps: float, p: float = 0.6):
+        curve = AcceptanceCounts.empty(15)
+        trials = steps * p ** np.arange(15)  # depth j is reached where depths 1..j-1 accepted
+        curve.add_counts(trials * p, trials)
+        return curve
+
+    probe = AutoBudget(16, CostTable(flat_costs(trees=()), refine=False), curve=curve_of(8), optimism=0.0)
+    mean = probe._expected_tokens(["a"])[chain(16)]  # the best drafting choice at flat cost: the longest chain
+    costs = flat_costs(k1=1.0, drafting=1.05 * mean, trees=())  # at its mean, drafting loses 5 % to AR
+
+    def budget(steps: float, optimism: float | None = None) -> AutoBudget:
+        kwargs = {} if optimism is None else {"optimism": optimism}
+        return AutoBudget(16, CostTable(costs, refine=False), curve=curve_of(steps), **kwargs)
+
+    assert budget(8, optimism=0.0).choose(["a"]) == chain(1)
+    thin = budget(8)
+    assert thin._optimism()[chain(16)] > 1.1 and thin._optimism()[chain(1)] == 1.0
+    assert thin.choose(["a"]) == chain(16)  # optimism: the near tie drafts
+    # at a request's cap on τ the drafts that reach it are alike: chain:16 with 4 tokens left is chain:4
+    at_four = thin._optimism(4)
+    assert at_four[chain(16)] == pytest.approx(at_four[chain(4)]) and at_four[chain(4)] > 1.0
+    assert thin._chosen[(("a",), chain(16))] == pytest.approx(thin._expected_tokens(["a"])[chain(16)])  # raw
+    measured = budget(2000)  # the same acceptance on many steps: the optimism has faded, AR holds
+    assert measured._optimism()[chain(16)] < 1.01 and measured.choose(["a"]) == chain(1)
+    factors = [budget(steps)._optimism()[chain(8)] for steps in (0, 8, 64, 512)]
+    assert factors == sorted(factors, reverse=True) and factors[-1] > 1.0
+
 
 def test_the_estimates_are_calibrated_by_what_the_chosen_drafts_accepted():
     """Estimates biased by draft (measured at batch 1 on this CPU: chain:8's windows accept more than expected, a

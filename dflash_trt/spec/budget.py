@@ -59,7 +59,12 @@ the windows, the scheduler runs them with no call to the budget and hands their 
 after them, in order (`held` counts them as choose() would have): the same choices, at a few us per window instead of
 ~60-90.
 
-Exploration: while the drafter's curve has no observations a window that would draft at the prior runs the largest chain
+Exploration: every draft is priced optimistically where the drafter's curve is thin (`optimism`: each request's drafted
+tokens scaled by what they would be at a curve with a few more steps, each accepted at every depth; the factor fades as
+steps are counted, ~1.01 for chain:8 after 300 steps), so an estimate made from a few steps is tried rather than
+trusted: a long-lived scheduler held at AR at higher load learns its curve from a few probe steps only, and without it
+held AR at one request on that curve's word (`_optimism`). The calibration pairs each window with the curve's own
+expectation. While the drafter's curve has no observations a window that would draft at the prior runs the largest chain
 (it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
 estimates keep K at 1 is probed with one window of the best drafting choice after `probe_every` windows at K = 1 in a
 row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times, so a drafter that becomes useful again is
@@ -136,6 +141,7 @@ CALIBRATION_DECAY = 0.99  # calibration sums fade by this per window of theirs .
 CALIBRATION_AGING = 0.99  # ... and by this per window of any draft, AR's too (Calibration.age): ~50 windows' memory
 CALIBRATION_AGE = 16  # windows after which that fade is applied (each application prices anew)
 MAX_CALIBRATION = 2.0  # a calibration factor stays within [1/2, 2]
+OPTIMISM = 2.0  # pseudo-steps accepting at every position in the optimistic curve a draft is priced at (_optimism)
 
 
 class Draft(NamedTuple):
@@ -654,11 +660,12 @@ class GlobalTables:
 
     curve: "AcceptanceCounts | None" = None  # the curve they were made from (the engine's), and the inputs below
     tree_curves: dict | None = None  # ... and the trees' counts (a tree's counts change only with the curve)
-    key: tuple | None = None  # (its version, prior, tree sizes, block size)
+    key: tuple | None = None  # (its version, the optimism, prior, tree sizes, block size)
     g: np.ndarray | None = None  # the curve shrunk toward the prior
     misses: dict | None = None  # tree size -> its miss factor per depth
     depth: np.ndarray | None = None  # [table, cap]: E[τ] at g (AutoBudget._depth_tables), made when first asked
     at_cap: dict = field(default_factory=dict)  # cap -> E per draft (the budget's drafts' order) at g
+    optimism: list | None = None  # per cap (its index): each draft's optimism factor less 1 (_optimism); None: none
 
 
 @dataclass
@@ -677,6 +684,7 @@ class AutoBudget:
     calibration: Calibration | None = None  # per draft, accepted over expected (the engine's, shared; default: new)
     tables: GlobalTables | None = None  # the estimates at the curve (the engine's, shared; default: new)
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
+    optimism: float = OPTIMISM  # pseudo-steps accepting everywhere in the curve drafts are priced at (_optimism)
     _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
@@ -795,7 +803,7 @@ class AutoBudget:
         batch 1, 0.92x tree:32."""
         t = self.tables
         if (t.curve is not self.curve or t.tree_curves is not self.tree_curves
-                or t.key != (self.curve.version,) + self._tables_for):
+                or t.key != (self.curve.version, self.optimism) + self._tables_for):
             g = _shrink(self._prior, self.curve.accepted, self.curve.trials, PRIOR_WEIGHT)
             misses, below = {}, np.ones_like(g)
             for size in self._sizes:
@@ -804,9 +812,56 @@ class AutoBudget:
                 misses[size] = below = (
                     (1 - _shrink(_treed(g, below, 1.0), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT))
                     / (1 - _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT)))
-            t.curve, t.tree_curves, t.key = self.curve, self.tree_curves, (self.curve.version,) + self._tables_for
+            t.curve, t.tree_curves = self.curve, self.tree_curves
+            t.key = (self.curve.version, self.optimism) + self._tables_for
             t.g, t.misses, t.depth, t.at_cap = g, misses, None, {}
+            t.optimism = None
+            if self.optimism > 0:  # (_optimism): per cap, each draft's factor less 1
+                bold = _shrink(self._prior, self.curve.accepted + self.optimism, self.curve.trials + self.optimism,
+                               PRIOR_WEIGHT)
+                both, caps = self._depth_tables(np.stack([g, bold]), misses), list(range(1, self.block_size + 1))
+                mean, high = (self._at_caps(np.repeat(both[i:i + 1], len(caps), 0), caps) for i in (0, 1))
+                extra = np.where(mean > 1, (high - 1) / np.maximum(mean - 1, 1e-12) - 1, 0.0)
+                t.optimism = [None] + extra.tolist()  # (indexed by cap)
         return t.g, t.misses
+
+    def _optimism(self, cap: int | None = None) -> dict[Draft, float]:
+        """Per draft, its drafted tokens (E - 1 at a request's cap on τ; default: the block) at the optimistic curve
+        over those at the curve, both over every request. The optimistic curve counts `optimism` more steps at every
+        depth, each accepted. The choice scales each request's drafted tokens of every draft by this at its cap
+        (_optimistic; then the calibration: _calibrated): optimism where the curve is thin, so that an estimate made
+        from a few steps is tried instead of trusted. It is ~1 + optimism / (the steps at the depths that decide), so
+        it fades as they are counted (chain:8: 1.48 at no steps, 1.04 at 100, 1.004 at 1,000), and is largest for the
+        drafts whose deep depths few steps reach.
+
+        Why: a long-lived scheduler (a server) held at AR at higher load learns the curve only from its probes. After
+        a round at 16 requests the curve held 12 steps of one probe window (its requests' steps at one moment, their
+        drafter cold), p1 0.33-0.58 against 0.72 once measured; at one request the batch then held AR in 265-559
+        windows of a round on the global estimate alone, at 0.89-1.01x drafting's priced rate (in-process, this CPU,
+        bench/results/2026-11-28-cpu-s23). Each probe there adds one step, and a probe that finds AR still best
+        doubles the wait for the next: a thin curve stays thin and AR stays chosen (a lock-in). Priced optimistically,
+        a near tie drafts, and the drafting windows measure the curve. The calibration still pairs a window with the
+        curve's own expectation (else it would learn to cancel the optimism, and keep the cancelling once the curve is
+        measured)."""
+        self._estimates()
+        extra = self.tables.optimism
+        row = [0.0] * len(self.drafts) if extra is None else extra[self.block_size if cap is None else cap]
+        return {d: 1.0 + x for d, x in zip(self.drafts, row)}
+
+    def _optimistic(self, pairs: Sequence[tuple[int, int]], expected: dict[Draft, float]) -> dict[Draft, float]:
+        """A batch's expected tokens per draft (the requests' (row, cap) pairs, whose entries _rows_expected holds),
+        each request's drafted tokens scaled by the draft's optimism at its cap (_optimism)."""
+        self._estimates()
+        extra = self.tables.optimism
+        if extra is None:
+            return expected
+        cache, out, by_cap = self._row_e[1], list(expected.values()), {}
+        for p in pairs:  # (summed per cap first: most requests share the block's)
+            by_cap.setdefault(p[1], []).append(cache[p])
+        for cap, rows in by_cap.items():
+            for i, (x, e) in enumerate(zip(extra[cap], map(sum, zip(*rows)))):
+                out[i] += x * (e - len(rows))
+        return dict(zip(expected, out))
 
     @staticmethod
     def expected_tokens(p: Sequence[float], k: int) -> float:
@@ -1048,7 +1103,8 @@ class AutoBudget:
         # bucket (most of the misses at batch 1) or a switch prices only the costs anew
         if self._calibrated_e[0] != key[:3]:
             raw = self._expected_tokens(requests, left)
-            self._calibrated_e = (key[:3], self._calibrated(raw, n), raw)
+            bold = self._optimistic(self._pairs(requests, self._caps_of(requests, left)), raw)
+            self._calibrated_e = (key[:3], self._calibrated(bold, n), raw)
         expected, raw = self._calibrated_e[1:]
         costs = dict(zip(self.drafts, self.cost.costs(n, self.drafts, length)))
         # a window after one of another draft costs its entry times that draft's switch factor (CostTable.observe),
@@ -1177,7 +1233,7 @@ class AutoBudget:
     def _expected_tokens(self, requests: Sequence[Hashable], left: Sequence[int] | None = None) -> dict[Draft, float]:
         """Per draft, the batch's expected tokens of a step: sum over the requests of E_r(draft), each capped by the
         tokens it has left: the requests' rows of the prepared tables, at their caps."""
-        caps = (self.block_size,) * len(requests) if left is None else self._caps(left)
+        caps = self._caps_of(requests, left)
         self.prepare()
         version = self._prefixes[0]
         key = (tuple(requests), caps, version)
@@ -1186,11 +1242,18 @@ class AutoBudget:
         # per (row, cap), E of every draft as floats, kept while the tables stand: a batch changes a request or a cap
         # at a time (each request's last block), and numpy's per-call cost after a model step (~3x its cost warm)
         # had made this ~30 % of choose() at batch 8 on this CPU
-        pairs = [(self._rows.get(r, 0), cap) for r, cap in zip(requests, caps)]
+        pairs = self._pairs(requests, caps)
         cache = self._rows_expected(pairs)
         expected = dict(zip(self.drafts, map(sum, zip(*(cache[p] for p in pairs)))))
         self._expected = (key, expected)
         return expected
+
+    def _caps_of(self, requests: Sequence[Hashable], left: Sequence[int] | None) -> tuple[int, ...]:
+        return (self.block_size,) * len(requests) if left is None else self._caps(left)
+
+    def _pairs(self, requests: Sequence[Hashable], caps: Sequence[int]) -> list[tuple[int, int]]:
+        """Each request's (row of counts, cap): where its E per draft is looked up (_rows_expected)."""
+        return [(self._rows.get(r, 0), cap) for r, cap in zip(requests, caps)]
 
     def _rows_expected(self, pairs: Sequence[tuple[int, int]]) -> dict:
         """The (row, cap) -> E of every draft cache of the prepared tables, with these pairs in it."""
@@ -1306,8 +1369,9 @@ class AutoBudget:
             # _expected_tokens reads it: the tables the next choice prices from (made apart, ~150 us a prefill at
             # batch 1 on this CPU)
             self._prepare_tables()
-            row = self._rows_expected([(0, self.block_size)])[(0, self.block_size)]
-            self._defers = (version, self._calibrated(dict(zip(self.drafts, row)), 1))
+            pair = (0, self.block_size)
+            row = dict(zip(self.drafts, self._rows_expected([pair])[pair]))
+            self._defers = (version, self._calibrated(self._optimistic([pair], row), 1))
         expected = self._defers[1]
         costs = self.cost.costs(n, self.drafts, length)
         return _argmax({d: expected[d] / c for d, c in zip(self.drafts, costs)}).size == 1
