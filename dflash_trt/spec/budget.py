@@ -96,7 +96,8 @@ engine's steps and prefills; at the price of a drafter that, if drafting resumes
 instead of all of it (on the fixture pair: τ within 1 % with the last 64 positions; 4 % lower with 32). A batch held
 at AR more than TAP_LEAD steps from its next probe (the window where both the backoff's interval and explore_share allow
 it) does not tap at all (`needs_context`): its windows are plain AR steps, and the drafter's context restarts where AR
-windows feed it again.
+windows feed it again. Not where the drafter's curve would draft for one request fewer (a batch of one: for it): there
+the AR is the requests' own estimates, which soon draft again, with the drafter's context whole.
 
 The output never depends on the draft (every draft is lossless: spec output = AR output), only the speed does.
 """
@@ -695,7 +696,8 @@ class AutoBudget:
     # an AR choice (on merit): the least regret of a tree size's measurement window, and the seconds each window adds
     # to the tree clock (as priced then); None if every tree size is measured (_tree_near)
     _tree_wait: tuple | None = field(init=False, default=None)
-    _drafts_fewer: bool = field(init=False, default=False)  # ... and whether one request fewer would draft (ditto)
+    # ... and whether the drafter's curve would draft for one request fewer (a batch of one: for it) (ditto)
+    _curve_drafts: bool = field(init=False, default=False)
     # a drafting choice held on merit (hold): ((its requests, draft), its batch's expected tokens), from its hold() to
     # its held(); None otherwise
     _paired: tuple | None = field(init=False, default=None)
@@ -879,7 +881,7 @@ class AutoBudget:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and self._fits(ahead[0], requests, left) and ahead[2] == self._decision()[:-1]:
             return self._take_ahead(ahead)
-        self._probe_wait, self._tree_wait, self._drafts_fewer = None, None, False
+        self._probe_wait, self._tree_wait, self._curve_drafts = None, None, False
         self._last = self._choose(requests, left, length)
         # what its window is expected to accept, for the calibration (observe_window); not a probe's (nor a tree
         # measurement's in an AR stretch): its drafter sees the context the AR windows left pending, or none of it,
@@ -1017,7 +1019,7 @@ class AutoBudget:
 
     def _take_ahead(self, ahead: tuple) -> Draft:
         self._set_decision(ahead[3])
-        self._pricing, (self._tree_wait, self._probe_wait, self._drafts_fewer) = ahead[4], ahead[5]
+        self._pricing, (self._tree_wait, self._probe_wait, self._curve_drafts) = ahead[4], ahead[5]
         return ahead[1]
 
     def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
@@ -1061,7 +1063,7 @@ class AutoBudget:
             self._probe_wait = (now[best], probe_regret)  # (hold, needs_context)
             self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
             n = len(requests)
-            self._drafts_fewer = n > 1 and not self.defers_context(n - 1, length)  # (needs_context)
+            self._curve_drafts = not self.defers_context(max(n - 1, 1), length)  # (needs_context)
             return best
         # probe: one window of the best drafting choice, so a drafter that became useful is noticed; each probe that
         # finds AR still best waits twice as long for the next
@@ -1151,7 +1153,7 @@ class AutoBudget:
         before, pricing = self._decision(), self._pricing
         draft = self.choose(requests, left, length)
         self._ahead = (self._batch_key(requests, left), draft, before[:-1], self._decision(), self._pricing,
-                       (self._tree_wait, self._probe_wait, self._drafts_fewer))
+                       (self._tree_wait, self._probe_wait, self._curve_drafts))
         self._set_decision(before)
         self._pricing = pricing
         return draft
@@ -1302,18 +1304,25 @@ class AutoBudget:
         tap features pending, spec/step.py DEFERRED_CONTEXT). Not where the batch is held at AR with no drafting window
         in sight: neither its next probe nor a window that could measure a tree size (_tree_near) within TAP_LEAD
         steps, and one request fewer would be held at AR too (defers_context: at the drafter's curve over every
-        request). Such a window is a plain AR step (no taps, no context rows: what an engine without a drafter runs);
+        request; a batch of one: it would). Such a window is a plain AR step (no taps, no context rows: what an engine
+        without a drafter runs);
         the drafter's context restarts where the AR windows feed it again, TAP_LEAD steps before the probe (on the
         fixture pair a drafter that sees the last 64 positions accepts within 1 % of one that sees them all).
         A drafting window that comes after plain ones with no feed between sees no context before it: at 4 requests
         on this CPU, where a request's end makes the 3 left draft, such windows accepted τ 1.8-2.7 against 3.0-3.2
-        fed — hence the request fewer. Measured in-process like the server at 16 requests on this CPU (2026-11-26, 8
+        fed — hence the request fewer. At one request likewise: where the curve would draft, an AR window is the
+        request's own estimate after a few rejected drafts, which fades back within a few windows (_fade); as a plain
+        window it restarted the drafter's context, the drafting windows after it accepted p1 0.70 against 0.80 fed,
+        their rejections held the request at AR again, and so on: batch-1 runs with such windows ran 112-948 AR steps,
+        0.900-0.959x the best fixed draft; fed, 10 of 10 paired runs 0.976-0.995 against 0.900-0.986 (means 0.984
+        against 0.962; bench/results/2026-11-28-cpu-s23). Measured in-process like the server at 16 requests on this
+        CPU (2026-11-26, 8
         runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain ones (taps, context
         rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
         c = self.tree_clock
-        feeds = (self._drafts_fewer or self._near_probe(self._at_one, self._held_s, steps)
+        feeds = (self._curve_drafts or self._near_probe(self._at_one, self._held_s, steps)
                  or self._tree_near(c.windows, c.since_s, steps))
         if not feeds:  # a plain AR window: the drafter's context restarts after it (see _fed)
             self._fed = 0
