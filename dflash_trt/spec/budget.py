@@ -839,7 +839,7 @@ class AutoBudget:
         Why: a long-lived scheduler (a server) held at AR at higher load learns the curve only from its probes. After
         a round at 16 requests the curve held 12 steps of one probe window (its requests' steps at one moment, their
         drafter cold), p1 0.33-0.58 against 0.72 once measured; at one request the batch then held AR in 265-559
-        windows of a round on the global estimate alone, at 0.89-1.01x drafting's priced rate (in-process, this CPU,
+        windows of a round on the global estimate alone, at 0.83-1.01x drafting's priced rate (in-process, this CPU,
         bench/results/2026-11-28-cpu-s23). Each probe there adds one step, and a probe that finds AR still best
         doubles the wait for the next: a thin curve stays thin and AR stays chosen (a lock-in). Priced optimistically,
         a near tie drafts, and the drafting windows measure the curve. The calibration still pairs a window with the
@@ -1251,6 +1251,7 @@ class AutoBudget:
         return expected
 
     def _caps_of(self, requests: Sequence[Hashable], left: Sequence[int] | None) -> tuple[int, ...]:
+        """Each request's cap on τ (_caps; the block for every request where `left` is None)."""
         return (self.block_size,) * len(requests) if left is None else self._caps(left)
 
     def _pairs(self, requests: Sequence[Hashable], caps: Sequence[int]) -> list[tuple[int, int]]:
@@ -1305,9 +1306,10 @@ class AutoBudget:
         in sight: neither its next probe nor a window that could measure a tree size (_tree_near) within TAP_LEAD
         steps, and one request fewer would be held at AR too (defers_context: at the drafter's curve over every
         request; a batch of one: it would). Such a window is a plain AR step (no taps, no context rows: what an engine
-        without a drafter runs);
-        the drafter's context restarts where the AR windows feed it again, TAP_LEAD steps before the probe (on the
-        fixture pair a drafter that sees the last 64 positions accepts within 1 % of one that sees them all).
+        without a drafter runs); the drafter's context restarts where the AR windows feed it again, TAP_LEAD steps
+        before the probe (on the fixture pair a drafter that sees the last 64 positions accepts within 1 % of one that
+        sees them all).
+
         A drafting window that comes after plain ones with no feed between sees no context before it: at 4 requests
         on this CPU, where a request's end makes the 3 left draft, such windows accepted τ 1.8-2.7 against 3.0-3.2
         fed — hence the request fewer. At one request likewise: where the curve would draft, an AR window is the
@@ -1316,9 +1318,8 @@ class AutoBudget:
         their rejections held the request at AR again, and so on: batch-1 runs with such windows ran 112-948 AR steps,
         0.900-0.959x the best fixed draft; fed, 10 of 10 paired runs 0.976-0.995 against 0.900-0.986 (means 0.984
         against 0.962; bench/results/2026-11-28-cpu-s23). Measured in-process like the server at 16 requests on this
-        CPU (2026-11-26, 8
-        runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain ones (taps, context
-        rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
+        CPU (2026-11-26, 8 runs interleaved): AR windows that feed the drafter took ~2 % more per run than plain ones
+        (taps, context rows); the budget's own work is ~35 us per window at 16 requests (~0.7 %)."""
         if self._last is None or self._last.size > 1 or self._probing is not None:  # (trees: 2+ nodes)
             return True
         c = self.tree_clock
