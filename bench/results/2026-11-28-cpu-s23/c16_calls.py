@@ -2,7 +2,7 @@
 AR one (use_drafter=False)? One engine each, 16 eagle_gsm8k prompts x 64 tokens, continuous arrivals, a warm-up round
 then ROUNDS rounds alternating, DELAY seconds of busy host work after each scheduler step. Prints per mode: tok/s,
 scheduler step() calls, windows launched (runner.launch), fed AR windows, prefill and decode seconds.
-`PYTHONPATH=. python bench/results/2026-11-28-cpu-s23/c16_calls.py [ROUNDS=3] [DELAY=0.001] [C=16]`"""
+`[OPT=x] PYTHONPATH=. python bench/results/2026-11-28-cpu-s23/c16_calls.py [ROUNDS=3] [DELAY=0.001] [C=16]`"""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
@@ -19,6 +19,9 @@ eng = {m: TorchEngine.from_pretrained(fx + 'target', fx + 'drafter', device='cpu
 prompts = [encode_prompt(eng['ar'].tokenizer, t, 512 - 64)[0] for t in turns]
 p = SamplingParams(max_new_tokens=64)
 sch = {'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new_scheduler(draft='auto')}
+import os
+if os.environ.get('OPT') is not None:  # auto's optimism (OPT=0: without it)
+    sch['auto'].budget.optimism = float(os.environ['OPT'])
 count = collections.Counter()
 for m in modes:
     launch = sch[m].runner.launch
@@ -57,6 +60,6 @@ for r in range(rounds):
     for m in (modes if r % 2 == 0 else modes[::-1]):
         k, t = run_round(m); res[m][0] += k; res[m][1] += t
 for m in modes:
-    print(f"delay {DELAY} c{C} {m}: {res[m][0] / res[m][1]:.0f} tok/s ({res[m][0] / res[m][1] / (res['ar'][0] / res['ar'][1]):.3f}x AR), "
+    print(f"optimism {sch['auto'].budget.optimism} delay {DELAY} c{C} {m}: {res[m][0] / res[m][1]:.0f} tok/s ({res[m][0] / res[m][1] / (res['ar'][0] / res['ar'][1]):.3f}x AR), "
           + ", ".join(f"{k[1]} {v}" for k, v in count.items() if k[0] == m)
           + f", prefill {sch[m].prefill_s:.2f} s, decode {sch[m].decode_s:.2f} s", flush=True)
