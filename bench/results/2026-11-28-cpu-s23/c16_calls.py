@@ -2,7 +2,7 @@
 AR one (use_drafter=False)? One engine each, 16 eagle_gsm8k prompts x 64 tokens, continuous arrivals, a warm-up round
 then ROUNDS rounds alternating, DELAY seconds of busy host work after each scheduler step. Prints per mode: tok/s,
 scheduler step() calls, windows launched (runner.launch), fed AR windows, prefill and decode seconds.
-`[OPT=x] PYTHONPATH=. python bench/results/2026-11-28-cpu-s23/c16_calls.py [ROUNDS=3] [DELAY=0.001] [C=16]`"""
+`[OPT=x] [SHARE=s] PYTHONPATH=. python bench/results/2026-11-28-cpu-s23/c16_calls.py [ROUNDS=3] [DELAY=0.001] [C=16]`"""
 import json, sys, time, collections, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
@@ -22,6 +22,8 @@ sch = {'ar': eng['ar'].new_scheduler(use_drafter=False), 'auto': eng['auto'].new
 import os
 if os.environ.get('OPT') is not None:  # auto's optimism (OPT=0: without it)
     sch['auto'].budget.optimism = float(os.environ['OPT'])
+if os.environ.get('SHARE'):  # auto's explore_share (SHARE=1e-6: no probe, no tree measurement, no feed before one)
+    sch['auto'].budget.explore_share = float(os.environ['SHARE'])
 count = collections.Counter()
 for m in modes:
     launch = sch[m].runner.launch
@@ -60,6 +62,6 @@ for r in range(rounds):
     for m in (modes if r % 2 == 0 else modes[::-1]):
         k, t = run_round(m); res[m][0] += k; res[m][1] += t
 for m in modes:
-    print(f"optimism {sch['auto'].budget.optimism} delay {DELAY} c{C} {m}: {res[m][0] / res[m][1]:.0f} tok/s ({res[m][0] / res[m][1] / (res['ar'][0] / res['ar'][1]):.3f}x AR), "
+    print(f"optimism {sch['auto'].budget.optimism} share {sch['auto'].budget.explore_share} delay {DELAY} c{C} {m}: {res[m][0] / res[m][1]:.0f} tok/s ({res[m][0] / res[m][1] / (res['ar'][0] / res['ar'][1]):.3f}x AR), "
           + ", ".join(f"{k[1]} {v}" for k, v in count.items() if k[0] == m)
           + f", prefill {sch[m].prefill_s:.2f} s, decode {sch[m].decode_s:.2f} s", flush=True)
