@@ -50,8 +50,12 @@ sys.path.insert(0, str(ROOT))
 
 from dflash_trt.bench.datasets import load_prompt_set  # noqa: E402
 from dflash_trt.bench.metrics import percentile  # noqa: E402
+from dflash_trt.manifest import load_manifest  # noqa: E402
 from dflash_trt.spec.stats import draft_steps_text  # noqa: E402
 from dflash_trt.serve.triton.server import free_port  # noqa: E402
+
+
+PAIR_RUNTIME = {"device": "cpu", "dtype": "float32"}  # a pair's servers' device and dtype unless given
 
 
 def server_command(mode: str, args, port: int) -> list[str]:
@@ -65,7 +69,8 @@ def server_command(mode: str, args, port: int) -> list[str]:
         cmd += ["--engine-dir", args.engine_dir] + (["--no-draft"] if mode == "ar" else [])
         cmd += [a for flag, v in (("--device", args.device), ("--dtype", args.dtype)) if v for a in (flag, v)]
     else:
-        cmd += ["--target", args.target, "--device", args.device or "cpu", "--dtype", args.dtype or "float32"]
+        cmd += ["--target", args.target, "--device", args.device or PAIR_RUNTIME["device"],
+                "--dtype", args.dtype or PAIR_RUNTIME["dtype"]]
         cmd += ["--no-draft"] if mode == "ar" else ["--drafter", args.drafter]
     if args.verify_len and mode != "ar":
         cmd += ["--verify-len", str(args.verify_len)]
@@ -204,7 +209,10 @@ def main(argv=None) -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     turns = load_prompt_set(args.dataset, args.num_prompts).turns
     date = datetime.date.today().isoformat()
-    out = Path(args.output or ROOT / "bench" / "results" / f"{date}-{(args.device or 'cpu').split(':')[0]}-openai-server")
+    # what the servers run on: as given, else the engine directory's manifest, else the pair's defaults (server_command)
+    runtime = (load_manifest(args.engine_dir).get("runtime") or {}) if args.engine_dir else PAIR_RUNTIME
+    device, dtype = (args.device or str(runtime.get("device", "auto")), args.dtype or str(runtime.get("dtype", "auto")))
+    out = Path(args.output or ROOT / "bench" / "results" / f"{date}-{device.split(':')[0]}-openai-server")
 
     rows: list[dict] = []
     outputs: dict[tuple[str, int], list[str]] = {}
@@ -299,8 +307,7 @@ def main(argv=None) -> int:
               f"{len(turns)} `{Path(args.dataset).stem}` prompts (chat template applied by the server), "
               f"{args.max_tokens} max tokens, greedy, streaming `/v1/chat/completions` through the `openai` client; "
               + (f"engine directory {args.engine_dir}, " if args.engine_dir else "")
-              + f"--device {args.device or ('(the manifest)' if args.engine_dir else 'cpu')}, "
-              f"--dtype {args.dtype or ('(the manifest)' if args.engine_dir else 'float32')}, "
+              + f"--device {device}, --dtype {dtype}, "
               f"--torch-threads {args.torch_threads}, "
               f"--max-batch-size {args.max_batch_size}. Machine: {platform.machine()}, {os.cpu_count()} CPU cores "
               "shared with other work during the run (noisy).\n\nPer-user tok/s = mean over requests of "
