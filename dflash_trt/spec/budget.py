@@ -822,7 +822,8 @@ class AutoBudget:
                 bold = _shrink(self._prior, self.curve.accepted + self.optimism, self.curve.trials + self.optimism,
                                PRIOR_WEIGHT)
                 both, caps = self._depth_tables(np.stack([g, bold]), misses), list(range(1, self.block_size + 1))
-                mean, high = (self._at_caps(np.repeat(both[i:i + 1], len(caps), 0), caps) for i in (0, 1))
+                t.depth = both[0]  # (the curve's own tables, as _rows_expected would make them: made once)
+                mean, high = self._at_caps(np.repeat(both, len(caps), 0), caps * 2).reshape(2, len(caps), -1)
                 extra = np.where(mean > 1, (high - 1) / np.maximum(mean - 1, 1e-12) - 1, 0.0)
                 t.optimism = [None] + extra.tolist()  # (indexed by cap)
         return t.g, t.misses
