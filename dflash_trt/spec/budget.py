@@ -85,10 +85,7 @@ pace; in a big batch on a slow verify it waits: measured in-process at batch 16 
 three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one
 credit: either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the
 requests' estimates as a probe does). With a credit each, a probe came the window after a tree measurement, and at 8
-requests on this CPU exploration took ~3-4 % of the time, against the 2 % it is allowed (2026-11-27). A held batch's
-probes' share backs off with their interval (halved with each probe that found AR still best, down to SHARE_BACKOFF of
-explore_share: _probe_waits): where probes are dear the share spaced them, not the interval, so at 16 requests a probe
-came every ~100 AR windows however many had found AR best before it (2-3 % of the time, measured per probe).
+requests on this CPU exploration took ~3-4 % of the time, against the 2 % it is allowed (2026-11-27).
 
 What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
 the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
@@ -134,7 +131,6 @@ MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) st
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 EXPLORE_SHARE = 0.02  # exploration (probes and tree measurements together) may lose at most this share of the time
-SHARE_BACKOFF = 1 / 8  # a held batch's probes' share of it backs off with their interval down to this fraction
 SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
@@ -1369,13 +1365,9 @@ class AutoBudget:
 
     def _probe_waits(self, at_one: int, held_s: float, regret: float) -> bool:
         """Whether a batch held at AR for `at_one` windows in a row (`held_s`: their predicted seconds) waits for its
-        probe: the backoff's interval is not reached, or the probes' share of the time waited does not cover the
-        probe's regret. That share backs off with the interval (explore_share, halved with each probe that found AR
-        still best, down to SHARE_BACKOFF of it): where probes are dear the share, not the interval, spaces them, and
-        at 16 requests on this CPU a probe came every ~100 AR windows whatever the ones before it found, exploring
-        taking 2-3 % of the time (per probe, measured: bench/results/2026-11-28-cpu-s24)."""
-        share = self.explore_share * max(self.probe_every / self._probe_interval, SHARE_BACKOFF)
-        return at_one < self._probe_interval or share * held_s < regret
+        probe: the backoff's interval is not reached, or explore_share of the time waited does not cover the probe's
+        regret."""
+        return at_one < self._probe_interval or self.explore_share * held_s < regret
 
     def defers_context(self, n: int, length: int | None = None) -> bool:
         """Whether requests joining a batch of n should leave their prompt out of the drafter (spec/step.py prefill:
