@@ -4,6 +4,7 @@ reach on the same prompts, in seconds of simulated time instead of minutes of be
 
     python scripts/sim_draft_budget.py [--target DIR --drafter DIR] [--dataset data/prompts/eagle_gsm8k.jsonl]
         [--num-prompts 80] [--max-new-tokens 128] [--batch-sizes 1,8] [--continuous] [--torch-threads 1] [--output DIR]
+        [--traces DIR/traces.json --costs DIR/costs.json] [--time-noise 0.05 --seed S]
 
 Why it is exact: at greedy, the output is the AR output whatever the drafts, and the drafter's proposal at a position
 depends only on the verified prefix (its context = the target's features of every token before the block), not on
@@ -298,6 +299,8 @@ def main(argv=None) -> int:
                    help="each window's time times exp(N(0, this)): a noisy machine (default 0: the costs exactly)")
     p.add_argument("--machine-drift", type=float, default=0.0,
                    help="... and times the machine's speed, a random walk in log with N(0, this) steps per window")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the noise's seed (--time-noise, --machine-drift): a change to the choice is judged over several")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
 
@@ -337,7 +340,7 @@ def main(argv=None) -> int:
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},
               "results": {}}
-    jitter, spw = (args.time_noise, args.machine_drift), args.steps_per_window
+    jitter, spw = (args.time_noise, args.machine_drift, args.seed), args.steps_per_window
     for size in sizes:
         rows = {}
         tokens, seconds, _ = simulate(traces, size, Draft("chain", 1), plain_ar.cost, block, args.continuous, *jitter,
