@@ -220,9 +220,11 @@ def main(argv=None) -> int:
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
         if modes[0] != "ar":
             raise SystemExit("--modes must start with ar (the reference)")
-        servers = {mode: Server(mode, args, Path(tmp)) for mode in modes}
+        servers: dict[str, Server] = {}
         try:
-            for s in servers.values():
+            for mode in modes:  # one after another: an auto server times its cost table as it starts, and timed
+                # beside other work its entries' ratios moved by up to 2x (bench/results/2026-11-28-cpu-s25/NOTES.md)
+                s = servers[mode] = Server(mode, args, Path(tmp))
                 s.wait_ready()
                 graphs = s.metrics().get("dflash_cuda_graphs", 0)
                 if graphs:
