@@ -507,7 +507,7 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     index, regret = first_probe(3.0, 0.1, 20)
     assert regret > 1.0
     assert index == math.ceil(regret / 0.1) - 1 > 2  # the window whose AR time (1 s each) x 0.1 covers the regret
-    index, regret = first_probe(1.05, 0.02, 400)  # drafting almost as cheap as AR: a probe loses little
+    index, regret = first_probe(1.05, 0.02, 200)  # drafting almost as cheap as AR: a probe loses little
     assert 0 < regret < 3 * 0.02 and index == 2  # the backoff's pace: after probe_every = 3 windows
     # a probe's window that cost more than its entry (pending context taken in, a cold drafter) makes the next
     # probe's price higher: probe_factor, learnt from the probes' own windows
@@ -547,7 +547,7 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
     share = 0.1
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=1,
                         explore_share=share)
-    budget.observe("a", chain(16), [1] * 40)  # AR is best; the tree stays unmeasured (nothing more is observed)
+    budget.observe("a", chain(16), [1] * 20)  # AR is best; the tree stays unmeasured (nothing more is observed)
     regret = 3.0 - priced_tokens(budget, ["a"])[chain(16)]  # a probe's and the tree's alike (AR: 1 token a second)
     assert regret > 1.5
     picks = [budget.choose(["a"]) for _ in range(300)]
@@ -556,7 +556,7 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
     assert min(np.diff(explored)) >= math.ceil(regret / share)  # windows (each priced as AR's 1 s) from one to the next
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=10 ** 6,
                         explore_share=share)  # (the tree clock's measurement window far off)
-    budget.observe("a", chain(16), [1] * 40)
+    budget.observe("a", chain(16), [1] * 20)
     for _ in range(100):  # a probe spends the tree clock's credit too
         if budget.choose(["a"]) == chain(16):
             break

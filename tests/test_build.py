@@ -198,7 +198,7 @@ def test_engine_directory_is_complete(fp8_engine):
     # the served drafter's acceptance per draft position (auto's prior), also in the Triton model's parameters
     curve = acc["curve"]
     assert len(curve) == m["drafter"]["block_size"] - 1 == 15 and all(0 < c < 1 for c in curve)
-    assert len(set(curve)) > 1  # measured per position, not the default prior (one value) everywhere
+    assert len(set(curve)) > 1 and max(curve) > 0.7  # measured, not the default prior's 0.7 everywhere
     # every file is listed with its checksum, and the checksums are right
     from dflash_trt.build.engine_dir import checksums
 

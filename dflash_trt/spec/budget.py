@@ -113,11 +113,7 @@ import numpy as np
 
 from dflash_trt.spec.tree import max_depth
 
-DEFAULT_PRIOR = 0.8  # prior probability that a draft is accepted given the ones before it were. Erring high is
-# cheap, low is not: a prior above the drafter's truth drafts, and drafting measures the curve down within a few
-# windows; one below it holds AR, which measures nothing, and the curve stays near the prior (the lock-in: at 0.7, chain:8
-# priced tau 3.14 against ~4 true at 8 requests on this CPU's pair, auto 0.93x the best fixed in replay, cold; 0.8: level).
-# DFlash drafters accept ~0.75-0.9 a depth (z-lab Qwen3-8B: MT-Bench tau 4.25 ~ 0.78; GSM8K 6.55 ~ 0.87; the fixture 0.77).
+DEFAULT_PRIOR = 0.7  # prior probability that a draft is accepted given the ones before it were
 PRIOR_WEIGHT = 4.0  # pseudo-observations of the prior in the global estimate
 REQUEST_WEIGHT = 4.0  # pseudo-observations of the global estimate in a request's estimate
 REQUEST_DECAY = 0.8  # a request's counts fade by this per step (drafted or AR): its estimate follows the text it is in
