@@ -2,8 +2,8 @@
 prompts x 64 tokens at concurrency C (continuous arrivals, 1 ms of busy host work per step, as the server's path),
 one AR pass and one auto pass whose budget starts cold (a new engine: no curve yet), order alternating with the run
 index; prints auto / AR, auto's steps by draft. Run it with each code version's PYTHONPATH.
-`PYTHONPATH=. python bench/results/2026-11-28-cpu-s25/cold_c8.py RUN [C=8] [MODE=auto]`"""
-import collections, json, sys, time, torch
+`[TOKENS=64] PYTHONPATH=. python bench/results/2026-11-28-cpu-s25/cold_c8.py RUN [C=8] [MODE=auto]`"""
+import collections, json, os, sys, time, torch
 from dflash_trt import SamplingParams
 from dflash_trt.bench.datasets import encode_prompt
 from dflash_trt.engines.torch_engine import TorchEngine
@@ -17,7 +17,8 @@ fx = 'tests/fixtures/gsm8k-tiny/'
 turns = [json.loads(l)["turns"][0] for l in open('data/prompts/eagle_gsm8k.jsonl')][:40]
 eng = TorchEngine.from_pretrained(fx + 'target', fx + 'drafter', device='cpu', max_batch_size=C, max_seq_len=512)
 prompts = [encode_prompt(eng.tokenizer, t, 512 - 64)[0] for t in turns]
-p = SamplingParams(max_new_tokens=64)
+TOKENS = int(os.environ.get('TOKENS', '64'))  # max_new_tokens per request
+p = SamplingParams(max_new_tokens=TOKENS)
 chosen = collections.Counter()
 _choose = bm.AutoBudget.choose
 
@@ -53,5 +54,5 @@ def one(m):
 rate = {}
 for m in (['ar', 'auto'] if run % 2 == 0 else ['auto', 'ar']):
     rate[m] = one(m)
-print(f"run {run} c={C} {MODE} {bm.DEFAULT_PRIOR=}: {MODE} / AR {rate['auto'] / rate['ar']:.3f} (AR {rate['ar']:.0f} tok/s); "
+print(f"run {run} c={C} tokens={TOKENS} {MODE} {bm.DEFAULT_PRIOR=}: {MODE} / AR {rate['auto'] / rate['ar']:.3f} (AR {rate['ar']:.0f} tok/s); "
       f"auto's choose() results {dict(chosen)}", flush=True)
