@@ -56,3 +56,8 @@ for m in (['ar', 'auto'] if run % 2 == 0 else ['auto', 'ar']):
     rate[m] = one(m)
 print(f"run {run} c={C} tokens={TOKENS} {MODE} {bm.DEFAULT_PRIOR=}: {MODE} / AR {rate['auto'] / rate['ar']:.3f} (AR {rate['ar']:.0f} tok/s); "
       f"auto's choose() results {dict(chosen)}", flush=True)
+if MODE == 'auto':  # what auto learnt: its chains' calibration (drafted tokens accepted / expected) and the curve
+    b = sch['auto'].budget
+    print(f"  calibration factor chain:8 {b.calibration.factor(bm.Draft('chain', 8)):.3f}, chain:4 "
+          f"{b.calibration.factor(bm.Draft('chain', 4)):.3f}; curve steps {b.curve.steps():.0f}, per-depth "
+          f"{[round(float(x), 2) for x in b.acceptance()[:7]]}", flush=True)
