@@ -11,4 +11,4 @@ def charge(self, taus):
           f"(AR would take {tok/max(steps,1)/rate*1e3:.1f}), regret {regret*1e3:.1f} -> debt {self._debt*1e3:.1f} ms")
 bm.AutoBudget._charge = charge
 sys.argv = ['c16_one.py', '5', '0.001', '16']
-runpy.run_path('bench/results/2026-11-28-cpu-s26/c16_one.py', run_name='__main__')
+runpy.run_path('bench/results/2026-11-28-cpu-s24/c16_one.py', run_name='__main__')

@@ -4,5 +4,5 @@ cd /work/main
 B=bench/results/2026-11-28-cpu-s26
 for v in old new new old old new new old; do
   if [ $v = old ]; then P=/tmp/s26old:.; else P=.; fi
-  echo "== c16 $v"; PYTHONPATH=$P python $B/c16_one.py 5 0.001 16 | grep "c16 a\|SUMMARY\|probe chain\|probe tree\|draft k"
+  echo "== c16 $v"; PYTHONPATH=$P python bench/results/2026-11-28-cpu-s24/c16_one.py 5 0.001 16 | grep "c16 a\|SUMMARY\|probe chain\|probe tree\|draft k"
 done

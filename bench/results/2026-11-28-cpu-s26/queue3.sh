@@ -4,5 +4,5 @@ cd /work/main
 B=bench/results/2026-11-28-cpu-s26
 for v in off on on off off on; do
   if [ $v = off ]; then S=1e-6; else S=; fi
-  echo "== c16 share-$v"; SHARE=$S PYTHONPATH=. python $B/c16_one.py 5 0.001 16 | grep "c16 a\|SUMMARY\|AR  \|fed AR n=16\|plain AR"
+  echo "== c16 share-$v"; SHARE=$S PYTHONPATH=. python bench/results/2026-11-28-cpu-s24/c16_one.py 5 0.001 16 | grep "c16 a\|SUMMARY\|AR  \|fed AR n=16\|plain AR"
 done
