@@ -23,10 +23,10 @@ from dflash_trt.engines.requests import resolve_draft
 from dflash_trt.engines.torch_engine import TorchEngine
 from dflash_trt.errors import RequestError
 from dflash_trt.kernels.ops import library_ops, reference_ops
-from dflash_trt.spec.budget import (AUTO_TREES, CALIBRATION_AGE, EXPLORE_SHARE, LENGTH_STEP, MAX_ACCEPTANCE, PRICE_WINDOWS,
-                                    REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS, AcceptanceCounts, AutoBudget,
-                                    Calibration, CostTable, Draft, Fixed, GlobalTables, TreeClock, auto_drafts,
-                                    candidates)
+from dflash_trt.spec.budget import (AUTO_TREES, CALIBRATION_AGE, EXPLORE_SHARE, EXPLORE_SPREAD, LENGTH_STEP,
+                                    MAX_ACCEPTANCE, PRICE_WINDOWS, REFRESH_STEPS, TAP_LEAD, TREE_MEASURE_STEPS,
+                                    AcceptanceCounts, AutoBudget, Calibration, CostTable, Draft, Fixed, GlobalTables,
+                                    TreeClock, _chance, auto_drafts, candidates)
 from dflash_trt.spec.step import COST_LENGTHS, bucket_sizes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gsm8k-tiny"
@@ -40,6 +40,12 @@ def priced_tokens(budget: AutoBudget, requests, left=None) -> dict:
     """Per draft, the batch's expected tokens as the choice prices them (AutoBudget._priced: its optimism and
     calibration applied)."""
     return budget._priced(requests, left, None)[0]
+
+
+# explore_spread inf: every exploration window is taken to be worth its regret (no chance: AutoBudget._exploring), so
+# the backoff and explore_share alone pace probes and tree measurements; the chance is tested apart
+# (test_an_exploration_window_far_from_a_tie_waits_for_its_chance)
+EVERY_PROBE = math.inf
 
 
 def flat_costs(block: int = 16, sizes=(1, 2, 4), k1: float = 1.0, drafting: float = 1.0, trees=AUTO_TREES) -> dict:
@@ -205,7 +211,7 @@ def test_auto_prefers_long_chains_when_drafting_is_cheap_and_accepted():
 def test_auto_falls_back_to_ar_when_drafts_are_rejected_and_probes_again():
     # explore_share 1: a probe may lose as much as the time waited for it (the backoff alone sets the pace here)
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3,
-                        explore_share=1.0)
+                        explore_share=1.0, explore_spread=EVERY_PROBE)
     budget.observe("a", chain(16), [1] * 20)  # every first draft rejected
     picks = [budget.choose(["a"]).size for _ in range(16)]
     # AR, and one drafting window (the best one) after 3 windows at K = 1 (probe_every), then after 6, 12, ...
@@ -306,7 +312,7 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_probe(probe_every, explore
     once explore_share of the time held covers the probe's regret, long after the interval (a dear probe: fed from the
     interval on, 85 % of the AR windows at 8 requests through the server had fed it); Fixed always."""
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=probe_every,
-                        explore_share=explore_share)
+                        explore_share=explore_share, explore_spread=EVERY_PROBE)
     budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR
     fed = []
     for _ in range(300):
@@ -347,7 +353,7 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_tree_measurement(steps):
     and every AR window once it is measured, are plain. Feeding every AR window until trees were measured had kept a
     batch of 16 that never drafts feeding the drafter for nothing."""
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=(16,)), refine=False), trees=(16,),
-                        probe_every=10 ** 6)
+                        probe_every=10 ** 6, explore_spread=EVERY_PROBE)
     budget.observe("a", chain(16), [1] * 20)  # every first draft rejected: AR, no probe in reach
     runs = []
     for i in range(2000):
@@ -366,15 +372,16 @@ def test_held_ar_windows_feed_the_drafter_only_near_a_tree_measurement(steps):
     assert sum(expected) < 0.8 * measured[-1] and not any(expected[measured[-1] + 1:])
 
 
-def _run_held_batch(steps: int, hold: bool, windows: int = 400, probe_every: int = 3,
-                    explore_share: float = 1.0) -> tuple[list, AutoBudget, int]:
+def _run_held_batch(steps: int, hold: bool, windows: int = 400, probe_every: int = 3, explore_share: float = 1.0,
+                    explore_spread: float = EVERY_PROBE, drafting: float = 3.0) -> tuple[list, AutoBudget, int]:
     """A batch of 4 whose drafts are rejected (held at AR on merit; probes, and tree:16's measurements while it is
     unmeasured, priced in), its windows of `steps` steps run as the host loop runs them: each window's draft and
     drafter feed, then its observations and time handed over and prepare(). With `hold`, as BatchScheduler does
     (AutoBudget.hold): the held windows make no call to the budget, theirs wait until the hold ends and go over in
-    order, then held(). Returns the (draft, feed) per window, the budget and how many windows were chosen."""
-    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=(16,)), refine=False), trees=(16,),
-                        probe_every=probe_every, explore_share=explore_share)
+    order, then held(). Returns the (draft, feed) per window, the budget and how many windows were chosen.
+    `drafting`: every drafting window's seconds (AR's: 1)."""
+    budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=drafting, trees=(16,)), refine=False), trees=(16,),
+                        probe_every=probe_every, explore_share=explore_share, explore_spread=explore_spread)
     batch = list("abcd")
     for r in batch:
         budget.observe(r, chain(16), [1] * 20)
@@ -396,7 +403,7 @@ def _run_held_batch(steps: int, hold: bool, windows: int = 400, probe_every: int
         taus = [[1] * steps] * 4
         chains = [[(2, 1)] * steps] * 4 if draft.tree else []
         calls = [(budget.observe_window, (batch, draft, taus, chains, [False] * 4)),
-                 (budget.observe_time, (4, draft, 3.0 if draft.size > 1 else 1.0, 100 + i))]
+                 (budget.observe_time, (4, draft, drafting if draft.size > 1 else 1.0, 100 + i))]
         if left > 0 or held_windows > 0:  # a hold is on: they wait
             waiting.extend(calls)
         else:
@@ -410,16 +417,22 @@ def _run_held_batch(steps: int, hold: bool, windows: int = 400, probe_every: int
 
 
 @pytest.mark.parametrize("steps", [1, 4])
-@pytest.mark.parametrize("paced_by", ["probes", "trees"])
+@pytest.mark.parametrize("paced_by", ["probes", "trees", "chance"])
 def test_a_held_batch_makes_the_choices_it_would_make_window_by_window(steps, paced_by):
     """AutoBudget.hold: a batch held at AR runs a few windows with no call to the budget (their times and
     observations handed over after them, then held()), and every window's draft and drafter feed, and the budget's
     state after them, are what choosing every window gives: the same probes, tree measurements and backoff, the same
     AR windows fed (near a probe or a tree measurement) or plain. And holds happen: most windows are not chosen.
     Paced by probes (every 3 windows, then 6, 12, ...) or by tree:16's measurements alone (no probe in reach: each
-    waits until exploring may lose its window, ~100 windows apart)."""
-    kw = {"probe_every": 3, "explore_share": 1.0} if paced_by == "probes" else {
-        "probe_every": 10 ** 6, "explore_share": EXPLORE_SHARE, "windows": 2000}
+    waits until exploring may lose its window, ~100 windows apart), or by explore_share with each exploration window's
+    chance (drafting at 1.5 AR windows, τ ~1: priced at ~0.67x AR's rate; the exploration waits ~10x longer).
+    Not exact everywhere: at 1.4 or 1.7 AR windows, with or without the chance, a probe came one window later held
+    than chosen window by window: the held windows' observations wait for the hold's end, and a take-in they would have
+    made lowered the probe's regret a window sooner (bench/results/2026-11-28-cpu-s27/NOTES.md)."""
+    kw = {"probes": {"probe_every": 3, "explore_share": 1.0},
+          "trees": {"probe_every": 10 ** 6, "explore_share": EXPLORE_SHARE, "windows": 2000},
+          "chance": {"probe_every": 3, "explore_share": EXPLORE_SHARE, "explore_spread": EXPLORE_SPREAD,
+                     "drafting": 1.5, "windows": 2000}}[paced_by]
     by_window, reference, chose_all = _run_held_batch(steps, hold=False, **kw)
     held, budget, chose = _run_held_batch(steps, hold=True, **kw)
     assert held == by_window
@@ -439,7 +452,7 @@ def test_a_hold_is_granted_only_to_a_batch_held_at_ar_on_merit():
     assert budget.choose(["a"], [100]).size > 1 and budget.hold() == 0  # drafting
     assert budget.choose(["a"], [1]) == chain(1) and budget.hold() == 0  # its last token
     held = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0, trees=()), refine=False), probe_every=50,
-                      explore_share=1.0)
+                      explore_share=1.0, explore_spread=EVERY_PROBE)
     held.observe("a", chain(16), [1] * 20)
     grants = []
     while len(grants) < 60:
@@ -463,7 +476,8 @@ def test_drafting_on_merit_keeps_the_probe_backoff():
     probe_every again."""
     costs = {(n, d): 1.0 if d == chain(1) else (1.2 if n == 1 else 8.0)
              for n in (1, 4) for d in auto_drafts(16, ())}
-    budget = AutoBudget(16, CostTable(costs, refine=False), probe_every=3, explore_share=1.0)
+    budget = AutoBudget(16, CostTable(costs, refine=False), probe_every=3, explore_share=1.0,
+                        explore_spread=EVERY_PROBE)
     batch = list("abcd")
     for r in batch:
         budget.observe(r, chain(16), [4] * 20)  # 3 drafts accepted a step: AR at 4 requests, drafting alone
@@ -480,7 +494,7 @@ def test_new_arrivals_do_not_restart_the_batchs_probe_backoff():
     """A probe runs the whole batch: requests joining a batch held at AR must not each bring their own short
     interval (a server at concurrency 16 probed almost every few windows that way)."""
     budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=3.0), refine=False), probe_every=3,
-                        explore_share=1.0)
+                        explore_share=1.0, explore_spread=EVERY_PROBE)
     for r in "abcd":
         budget.observe(r, chain(16), [1] * 20)  # the drafter is useless here: the global curve says AR too
     batch, picks = list("abcd"), []
@@ -498,7 +512,7 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     longer than the backoff; a cheap one comes at the backoff's pace."""
     def first_probe(drafting: float, share: float, rejected: int) -> tuple[int, float]:
         budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=drafting, trees=()), refine=False),
-                            probe_every=3, explore_share=share)
+                            probe_every=3, explore_share=share, explore_spread=EVERY_PROBE)
         budget.observe("a", chain(16), [1] * rejected)
         regret = drafting - priced_tokens(budget, ["a"])[chain(16)]  # AR: 1 token per second
         picks = [budget.choose(["a"]).size for _ in range(60)]
@@ -515,7 +529,7 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     for told in (1.0, 3.0):
         table = CostTable(flat_costs(k1=1.0, drafting=3.0, trees=()))
         table.observe = lambda *args, **kwargs: None  # the entries stay put; only the probes' factor is learnt
-        budget = AutoBudget(16, table, probe_every=3, explore_share=0.1)
+        budget = AutoBudget(16, table, probe_every=3, explore_share=0.1, explore_spread=EVERY_PROBE)
         budget.observe("a", chain(16), [1] * 20)
         picks = []
         for _ in range(150):
@@ -530,7 +544,8 @@ def test_a_probe_waits_until_the_time_waited_pays_for_what_it_loses():
     costs[(1, Draft("tree", 32))] = 6.0
     trees_at = {}
     for share in (1.0, 0.05):
-        budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3, explore_share=share)
+        budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3, explore_share=share,
+                            explore_spread=EVERY_PROBE)
         budget.observe("a", chain(16), [4] * 10)
         trees_at[share] = [i for i in range(60) if budget.choose(["a"]).tree]
     assert trees_at[1.0][:3] == [2, 5, 8] and trees_at[0.05] and trees_at[0.05][0] > 20
@@ -546,7 +561,7 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
     costs = flat_costs(k1=1.0, drafting=3.0, sizes=(1,), trees=(32,))
     share = 0.1
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=1,
-                        explore_share=share)
+                        explore_share=share, explore_spread=EVERY_PROBE)
     budget.observe("a", chain(16), [1] * 20)  # AR is best; the tree stays unmeasured (nothing more is observed)
     regret = 3.0 - priced_tokens(budget, ["a"])[chain(16)]  # a probe's and the tree's alike (AR: 1 token a second)
     assert regret > 1.5
@@ -555,12 +570,52 @@ def test_probes_and_tree_measurements_spend_one_exploration_credit():
     assert len(explored) >= 5 and all(picks[i].tree for i in explored)  # the unmeasured tree comes first each time
     assert min(np.diff(explored)) >= math.ceil(regret / share)  # windows (each priced as AR's 1 s) from one to the next
     budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), probe_every=1, tree_probe_every=10 ** 6,
-                        explore_share=share)  # (the tree clock's measurement window far off)
+                        explore_share=share, explore_spread=EVERY_PROBE)  # (the tree clock's measurement window far off)
     budget.observe("a", chain(16), [1] * 20)
     for _ in range(100):  # a probe spends the tree clock's credit too
         if budget.choose(["a"]) == chain(16):
             break
     assert budget._probing == chain(16) and budget.tree_clock.since_s == 0.0
+
+def test_an_exploration_window_far_from_a_tie_waits_for_its_chance():
+    """An exploration window (a probe, a tree size's measurement) is weighed at its regret over its chance of finding
+    the draft ahead (AutoBudget._exploring, _chance: 1 at a tie, falling log-normally below it): a probe far behind AR
+    waits that much longer for explore_share of the time held, a near tie's comes as before. Why: at 16 requests on
+    this CPU the probes found drafting behind every time and lost ~3 % of the decode; a lower explore_share for every
+    batch saved that but cost batch 8's cold start, a near tie (bench/results/2026-11-28-cpu-s27)."""
+    assert _chance(1.0, EXPLORE_SPREAD) == _chance(1.3, EXPLORE_SPREAD) == 1.0
+    chances = [_chance(r, EXPLORE_SPREAD) for r in (0.95, 0.8, 0.6, 0.5)]
+    assert chances == sorted(chances, reverse=True) and 0.8 < chances[0] < 1.0 and chances[-1] < 0.01
+    assert _chance(0.5, math.inf) == 1.0 and _chance(0.5, 0.5) > _chance(0.5, 0.25)
+    with pytest.raises(ValueError, match="explore_spread"):
+        AutoBudget(16, CostTable(flat_costs(trees=()), refine=False), explore_spread=0.0)
+
+    def first_probe(drafting: float, spread: float) -> tuple[int, float, float]:
+        budget = AutoBudget(16, CostTable(flat_costs(k1=1.0, drafting=drafting, trees=()), refine=False),
+                            probe_every=3, explore_share=0.1, explore_spread=spread)
+        budget.observe("a", chain(16), [1] * 200)  # every first draft rejected
+        tokens = priced_tokens(budget, ["a"])[chain(16)]
+        picks = [budget.choose(["a"]).size for _ in range(3000)]
+        return picks.index(16) if 16 in picks else None, drafting - tokens, tokens / drafting  # (AR: 1 a second)
+
+    index, regret, ratio = first_probe(1.5, math.inf)
+    assert index == math.ceil(regret / 0.1) - 1  # the window whose AR time (1 s each) x 0.1 covers the regret
+    far, regret, ratio = first_probe(1.5, EXPLORE_SPREAD)  # drafting at ~0.67x AR's rate: a slim chance
+    chance = _chance(ratio, EXPLORE_SPREAD)
+    assert chance < 0.2 and far == math.ceil(regret / chance / 0.1) - 1 > 4 * index
+    near = [first_probe(1.05, spread)[0] for spread in (math.inf, EXPLORE_SPREAD)]  # ~0.95x: a near tie
+    assert near[1] - near[0] <= 1
+    # a tree size's measurement likewise: an expensive tree is measured later for its slim chance too
+    costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
+    costs[(1, Draft("tree", 32))] = 6.0
+    trees_at = {}
+    for spread in (math.inf, EXPLORE_SPREAD):
+        budget = AutoBudget(16, CostTable(costs, refine=False), trees=(32,), tree_probe_every=3, explore_share=0.2,
+                            explore_spread=spread)
+        budget.observe("a", chain(16), [4] * 10)
+        trees_at[spread] = [i for i in range(400) if budget.choose(["a"]).tree]
+    assert trees_at[math.inf] and (not trees_at[EXPLORE_SPREAD] or trees_at[EXPLORE_SPREAD][0] > 2 * trees_at[math.inf][0])
+
 
 def test_a_thin_curve_is_priced_optimistically_so_a_near_tie_drafts():
     """A drafter's curve measured on a few steps is priced optimistically (AutoBudget.optimism: pseudo-steps that
@@ -956,7 +1011,7 @@ def test_a_tree_measurement_in_an_ar_stretch_is_priced_and_learnt_as_a_probe():
     for factor in (1.0, 4.0):
         table = CostTable(costs, refine=True)
         table.probe_factor = factor
-        budget = AutoBudget(16, table, trees=(16,), tree_probe_every=2, probe_every=10**6)
+        budget = AutoBudget(16, table, trees=(16,), tree_probe_every=2, probe_every=10**6, explore_spread=EVERY_PROBE)
         budget.observe("a", chain(16), [1] * 20)  # drafts rejected: AR is best
         picks = []
         while len(picks) < 4000 and not (picks and picks[-1].tree):

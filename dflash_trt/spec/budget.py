@@ -80,7 +80,10 @@ once the time waited for it (the predicted cost of the windows since the last on
 regret — what the window is expected to lose against the best choice: its cost minus the time the best choice takes for
 the tokens it is expected to emit (a probe's cost: its table entry times what probes have cost against their entries so
 far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the context rows the
-stretch left pending, and runs a cold drafter). Where drafting is cheap a probe costs little and comes at the backoff's
+stretch left pending, and runs a cold drafter) — over its chance of finding that draft ahead (`_chance`: 1 at a
+priced tie, ~0.27 at 0.76x the best's rate, ~0.005 at 0.5x; EXPLORE_SPREAD), so exploration is worth what it may
+find: a probe far behind AR waits that much longer, a near tie's (batch 8 on this CPU, where the probes decide between
+chain:8 and AR) comes as before. Where drafting is cheap a probe costs little and comes at the backoff's
 pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
 three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one
 credit: either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the
@@ -131,6 +134,7 @@ MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) st
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 EXPLORE_SHARE = 0.02  # exploration (probes and tree measurements together) may lose at most this share of the time
+EXPLORE_SPREAD = 0.25  # how far (log) a batch's drafting rate may lie from its price: a probe's chance (_chance)
 SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
@@ -685,6 +689,7 @@ class AutoBudget:
     calibration: Calibration | None = None  # per draft, accepted over expected (the engine's, shared; default: new)
     tables: GlobalTables | None = None  # the estimates at the curve (the engine's, shared; default: new)
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
+    explore_spread: float = EXPLORE_SPREAD  # a probe's regret counts over its chance of finding drafting ahead (_chance)
     optimism: float = OPTIMISM  # pseudo-steps accepting everywhere in the curve drafts are priced at (_optimism)
     _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
@@ -739,6 +744,9 @@ class AutoBudget:
         self._probe_interval = self.probe_every
         if not self.explore_share > 0:
             raise ValueError(f"explore_share must be > 0 (a share of the time spent waiting), got {self.explore_share!r}")
+        if not self.explore_spread > 0:
+            raise ValueError(f"explore_spread must be > 0 (a log-spread of the drafting rate; inf: every probe is worth "
+                             f"its regret), got {self.explore_spread!r}")
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         problem = prior_problem(prior, positions)
@@ -971,7 +979,8 @@ class AutoBudget:
         unmeasured = self._unmeasured()
         # a tree size's measurement window (_choose): the least regret of them comes first, on the clock as choose()
         # would move it
-        regret = min((_regret(pricing[2], d) for d in self.drafts if d.tree and d.size in unmeasured), default=None)
+        regret = min((self._exploring(pricing[2], d) for d in self.drafts if d.tree and d.size in unmeasured),
+                     default=None)
         clock, since_s, windows = self.tree_clock.windows, self.tree_clock.since_s, 0
         while windows < limit:
             clock += 1
@@ -1042,7 +1051,7 @@ class AutoBudget:
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
         for size in self._unmeasured():  # ... each takes a window in every tree_probe_every where exploring may lose it
             tree = Draft("tree", size)
-            measuring[size] = _regret(priced, tree, self.cost.probe_factor if held else None)
+            measuring[size] = self._exploring(priced, tree, self.cost.probe_factor if held else None)
             if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
                 clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
                 if held:
@@ -1059,7 +1068,7 @@ class AutoBudget:
         self._held_s += now[best]
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
         # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
-        probe_regret = _regret(priced, probe, self.cost.probe_factor)
+        probe_regret = self._exploring(priced, probe, self.cost.probe_factor)
         if self._probe_waits(self._at_one, self._held_s, probe_regret):
             self._probe_wait = (now[best], probe_regret)  # (hold, needs_context)
             self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
@@ -1073,6 +1082,14 @@ class AutoBudget:
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
         self._probing = probe
         return probe
+
+    def _exploring(self, priced: tuple, d: Draft, factor: float | None = None) -> float:
+        """What an exploration window of d (a probe, a tree size's measurement) is taken to lose, against which
+        explore_share of the time waited is weighed: its regret (_regret; `factor`: its entry's, else as priced now)
+        over its chance of finding d ahead of the best choice (_chance, at the priced rates): exploration is worth what
+        it may find."""
+        rates = priced[3]
+        return _regret(priced, d, factor) / _chance(rates[d] / rates[priced[4]], self.explore_spread)
 
     def _unmeasured(self) -> list[int]:
         """The tree sizes not measured enough yet (fewer than TREE_MEASURE_STEPS steps; their counts only grow: once
@@ -1560,6 +1577,27 @@ def _regret(priced: tuple, d: Draft, factor: float | None = None) -> float:
     `factor`, else as priced now) beyond what the best takes for the tokens d is expected to emit."""
     expected, costs, now, rates, best = priced[:5]
     return (now[d] if factor is None else costs[d] * factor) - expected[d] / rates[best]
+
+
+def _chance(ratio: float, spread: float) -> float:
+    """An exploration window's chance of finding its draft ahead of the best choice, relative to a tie's: the draft's
+    rate, priced at `ratio` times the best's, taken to lie log-normally around its price with log-spread `spread`:
+    2 P(rate > best's) = 2 Phi(ln(ratio) / spread), 1 at a tie (and above), ~0.005 at half the best's rate (spread
+    0.25). AutoBudget._exploring divides a probe's (or a tree measurement's) regret by it: exploration is worth what it
+    may find, so a window far from a tie waits that much longer for explore_share of the time held to cover it, and one
+    at a near tie comes as before.
+
+    Why: where drafting is far behind AR (16 requests on this CPU: chain:8's windows cost 5-6 AR windows, τ ~3.5;
+    probes priced at ~0.76x AR's rate ran at 0.45-0.6x) the probes found it behind every time and lost ~3 % of the
+    decode; lowering explore_share for every batch (s24's share backoff) saved that but cost batch 8's cold start, where
+    chain:8 and AR are a near tie and the probes decide which is chosen. With it, in-process at 16 requests: auto / AR
+    0.950 -> 0.987, better in 6 of 6 pairs, 4.2 -> 1.2 probes a run; batch 8 and the cold start at 8 level; a replay
+    whose curve starts pessimistic at 8 requests lower (bench/results/2026-11-28-cpu-s27/NOTES.md). 0.25: the priced
+    ratio was off by 0.3-0.5 in log at 16 requests and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced 3.72x, ran 3.89x
+    and 2.69x)."""
+    if ratio >= 1 or math.isinf(spread):
+        return 1.0
+    return max(1.0 + math.erf(math.log(max(ratio, 1e-12)) / (spread * math.sqrt(2.0))), 1e-12)
 
 
 def _argmax(rates: dict[Draft, float]) -> Draft:
