@@ -80,10 +80,10 @@ once the time waited for it (the predicted cost of the windows since the last on
 regret — what the window is expected to lose against the best choice: its cost minus the time the best choice takes for
 the tokens it is expected to emit (a probe's cost: its table entry times what probes have cost against their entries so
 far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the context rows the
-stretch left pending, and runs a cold drafter) — over its chance of finding that draft ahead (`_chance`: 1 at a
-priced tie, ~0.27 at 0.76x the best's rate, ~0.005 at 0.5x; EXPLORE_SPREAD), so exploration is worth what it may
-find: a probe far behind AR waits that much longer, a near tie's (batch 8 on this CPU, where the probes decide between
-chain:8 and AR) comes as before. Where drafting is cheap a probe costs little and comes at the backoff's
+stretch left pending, and runs a cold drafter); a probe's regret counts over its chance of finding drafting ahead
+(`_chance`: 1 at a priced tie, ~0.27 at 0.76x AR's rate, ~0.005 at 0.5x; EXPLORE_SPREAD), so a probe is worth what it
+may find: one far behind AR waits that much longer, a near tie's (batch 8 on this CPU, where the probes decide between
+chain:8 and AR) comes as before (not a tree measurement's: an unmeasured tree's price is a floor, not an estimate). Where drafting is cheap a probe costs little and comes at the backoff's
 pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
 three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one
 credit: either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the
@@ -979,8 +979,7 @@ class AutoBudget:
         unmeasured = self._unmeasured()
         # a tree size's measurement window (_choose): the least regret of them comes first, on the clock as choose()
         # would move it
-        regret = min((self._exploring(pricing[2], d) for d in self.drafts if d.tree and d.size in unmeasured),
-                     default=None)
+        regret = min((_regret(pricing[2], d) for d in self.drafts if d.tree and d.size in unmeasured), default=None)
         clock, since_s, windows = self.tree_clock.windows, self.tree_clock.since_s, 0
         while windows < limit:
             clock += 1
@@ -1051,7 +1050,7 @@ class AutoBudget:
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
         for size in self._unmeasured():  # ... each takes a window in every tree_probe_every where exploring may lose it
             tree = Draft("tree", size)
-            measuring[size] = self._exploring(priced, tree, self.cost.probe_factor if held else None)
+            measuring[size] = _regret(priced, tree, self.cost.probe_factor if held else None)
             if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
                 clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
                 if held:
@@ -1067,8 +1066,11 @@ class AutoBudget:
         self._at_one += 1
         self._held_s += now[best]
         # a probe costs more than its table entry: the drafter takes in the context rows the AR windows left pending,
-        # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows)
-        probe_regret = self._exploring(priced, probe, self.cost.probe_factor)
+        # and runs cold (the table's probe_factor: what probes cost against their entries, learnt from their windows);
+        # and it is worth what it may find: its regret counts over its chance of finding drafting ahead (_chance)
+        rates = priced[3]
+        probe_regret = (_regret(priced, probe, self.cost.probe_factor)
+                        / _chance(rates[probe] / rates[best], self.explore_spread))
         if self._probe_waits(self._at_one, self._held_s, probe_regret):
             self._probe_wait = (now[best], probe_regret)  # (hold, needs_context)
             self._tree_wait = (min(measuring.values()), now[best]) if measuring else None  # (needs_context, hold)
@@ -1082,14 +1084,6 @@ class AutoBudget:
         self._probe_interval = min(2 * self._probe_interval, self.probe_every * MAX_PROBE_BACKOFF)
         self._probing = probe
         return probe
-
-    def _exploring(self, priced: tuple, d: Draft, factor: float | None = None) -> float:
-        """What an exploration window of d (a probe, a tree size's measurement) is taken to lose, against which
-        explore_share of the time waited is weighed: its regret (_regret; `factor`: its entry's, else as priced now)
-        over its chance of finding d ahead of the best choice (_chance, at the priced rates): exploration is worth what
-        it may find."""
-        rates = priced[3]
-        return _regret(priced, d, factor) / _chance(rates[d] / rates[priced[4]], self.explore_spread)
 
     def _unmeasured(self) -> list[int]:
         """The tree sizes not measured enough yet (fewer than TREE_MEASURE_STEPS steps; their counts only grow: once
@@ -1580,21 +1574,24 @@ def _regret(priced: tuple, d: Draft, factor: float | None = None) -> float:
 
 
 def _chance(ratio: float, spread: float) -> float:
-    """An exploration window's chance of finding its draft ahead of the best choice, relative to a tie's: the draft's
-    rate, priced at `ratio` times the best's, taken to lie log-normally around its price with log-spread `spread`:
-    2 P(rate > best's) = 2 Phi(ln(ratio) / spread), 1 at a tie (and above), ~0.005 at half the best's rate (spread
-    0.25). AutoBudget._exploring divides a probe's (or a tree measurement's) regret by it: exploration is worth what it
-    may find, so a window far from a tie waits that much longer for explore_share of the time held to cover it, and one
-    at a near tie comes as before.
+    """A probe's chance of finding drafting ahead of AR, relative to a tie's: the batch's best drafting rate, priced
+    at `ratio` times AR's, taken to lie log-normally around its price with log-spread `spread`: 2 P(rate > AR's) =
+    2 Phi(ln(ratio) / spread), 1 at a tie (and above), ~0.005 at half AR's rate (spread 0.25). AutoBudget._choose
+    divides a probe's regret by it: exploration is worth what it may find, so a probe far from a tie waits that much
+    longer for explore_share of the time held to cover it, and one at a near tie comes as before.
 
     Why: where drafting is far behind AR (16 requests on this CPU: chain:8's windows cost 5-6 AR windows, τ ~3.5;
     probes priced at ~0.76x AR's rate ran at 0.45-0.6x) the probes found it behind every time and lost ~3 % of the
     decode; lowering explore_share for every batch (s24's share backoff) saved that but cost batch 8's cold start, where
     chain:8 and AR are a near tie and the probes decide which is chosen. With it, in-process at 16 requests: auto / AR
-    0.950 -> 0.987, better in 6 of 6 pairs, 4.2 -> 1.2 probes a run; batch 8 and the cold start at 8 level; a replay
-    whose curve starts pessimistic at 8 requests lower (bench/results/2026-11-28-cpu-s27/NOTES.md). 0.25: the priced
-    ratio was off by 0.3-0.5 in log at 16 requests and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced 3.72x, ran 3.89x
-    and 2.69x)."""
+    0.955 -> 0.972, better in 5 of 6 pairs, 4.3 -> 2.0 probes a run (bench/results/2026-11-28-cpu-s27/NOTES.md).
+    0.25: the priced ratio was off by 0.3-0.5 in log at 16 requests and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced
+    3.72x, ran 3.89x and 2.69x).
+
+    Not a tree size's measurement window: an unmeasured tree is priced as its argmax chain (its miss factor 1), a
+    floor under what it may accept, not an estimate of it, and its measurement is a one-time cost. Weighed by this
+    chance too, at batch 1 on this CPU (tree:16 priced ~0.8x chain:8 until measured, the best fixed draft once it is)
+    trees were measured so late in 2 of 4 bench runs that auto ran chains (0.951 / 0.986x the best fixed draft)."""
     if ratio >= 1 or math.isinf(spread):
         return 1.0
     return max(1.0 + math.erf(math.log(max(ratio, 1e-12)) / (spread * math.sqrt(2.0))), 1e-12)
