@@ -81,10 +81,11 @@ regret — what the window is expected to lose against the best choice: its cost
 the tokens it is expected to emit (a probe's cost: its table entry times what probes have cost against their entries so
 far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the context rows the
 stretch left pending, and runs a cold drafter); a probe's regret counts over its chance of finding drafting ahead
-(`_chance`: 1 at a priced tie, ~0.27 at 0.76x AR's rate, ~0.005 at 0.5x; EXPLORE_SPREAD), so a probe is worth what it
-may find: one far behind AR waits that much longer, a near tie's (batch 8 on this CPU, where the probes decide between
-chain:8 and AR) comes as before (not a tree measurement's: an unmeasured tree's price is a floor, not an estimate). Where drafting is cheap a probe costs little and comes at the backoff's
-pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
+(`_chance`: 1 at a priced tie, 0.83 at 0.9x AR's rate, 0.58 at 0.76x, 0.17 at 0.5x; EXPLORE_SPREAD), so a probe is
+worth what it may find: one far behind AR waits that much longer, one near a tie (batch 8 on this CPU, where the
+probes decide between chain:8 and AR) about as before (not a tree measurement: an unmeasured tree's price is a floor,
+not an estimate). Where drafting is cheap a probe costs little and comes at the backoff's pace; in a big batch on a
+slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
 three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one
 credit: either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the
 requests' estimates as a probe does). With a credit each, a probe came the window after a tree measurement, and at 8
@@ -134,7 +135,7 @@ MAX_ACCEPTANCE = 0.99  # a tree's estimated acceptance (from its miss factor) st
 MAX_PROBE_FACTOR = 8.0  # probe_factor stays within [1/8, 8]
 MAX_PROBE_BACKOFF = 64  # a batch held at K = 1 is probed after probe_every windows, then 2x, 4x, ... up to 64x
 EXPLORE_SHARE = 0.02  # exploration (probes and tree measurements together) may lose at most this share of the time
-EXPLORE_SPREAD = 0.25  # how far (log) a batch's drafting rate may lie from its price: a probe's chance (_chance)
+EXPLORE_SPREAD = 0.5  # how far (log) a batch's drafting rate may lie from its price: a probe's chance (_chance)
 SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
@@ -1576,22 +1577,22 @@ def _regret(priced: tuple, d: Draft, factor: float | None = None) -> float:
 def _chance(ratio: float, spread: float) -> float:
     """A probe's chance of finding drafting ahead of AR, relative to a tie's: the batch's best drafting rate, priced
     at `ratio` times AR's, taken to lie log-normally around its price with log-spread `spread`: 2 P(rate > AR's) =
-    2 Phi(ln(ratio) / spread), 1 at a tie (and above), ~0.005 at half AR's rate (spread 0.25). AutoBudget._choose
-    divides a probe's regret by it: exploration is worth what it may find, so a probe far from a tie waits that much
-    longer for explore_share of the time held to cover it, and one at a near tie comes as before.
+    2 Phi(ln(ratio) / spread), 1 at a tie (and above); at spread 0.5, 0.83 at 0.9x, 0.58 at 0.76x, 0.17 at 0.5x.
+    AutoBudget._choose divides a probe's regret by it: exploration is worth what it may find, so a probe far from a tie
+    waits that much longer for explore_share of the time held to cover it, and one near a tie comes about as before.
 
     Why: where drafting is far behind AR (16 requests on this CPU: chain:8's windows cost 5-6 AR windows, τ ~3.5;
     probes priced at ~0.76x AR's rate ran at 0.45-0.6x) the probes found it behind every time and lost ~3 % of the
-    decode; lowering explore_share for every batch (s24's share backoff) saved that but cost batch 8's cold start, where
-    chain:8 and AR are a near tie and the probes decide which is chosen. With it, in-process at 16 requests: auto / AR
-    0.955 -> 0.972, better in 5 of 6 pairs, 4.3 -> 2.0 probes a run (bench/results/2026-11-28-cpu-s27/NOTES.md).
-    0.25: the priced ratio was off by 0.3-0.5 in log at 16 requests and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced
-    3.72x, ran 3.89x and 2.69x).
+    decode; lowering explore_share for every batch (s24's share backoff) saved that but cost batch 8, where chain:8 and
+    AR are a near tie and the probes decide which is chosen. Measured (bench/results/2026-11-28-cpu-s27/NOTES.md):
+    spread 0.5 — in-process at 16 requests auto / AR 0.949 -> 0.974, better in 6 of 6 pairs (2.7 probes a run against
+    4.5); the standard bench's batch 8 auto / AR 1.008 -> 1.042 and batch 1 0.969 -> 0.988 (3 pairs each). Spread 0.25
+    (0.67 at 0.9x, 0.27 at 0.76x) gained as much at 16 but cost batch 8 (auto / AR 0.990 over 3 runs against 1.049
+    over 7): it cut the probes at the near ties too. The priced ratio has been off by 0.3-0.5 in log at 16 requests
+    and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced 3.72x, ran 3.89x and 2.69x).
 
     Not a tree size's measurement window: an unmeasured tree is priced as its argmax chain (its miss factor 1), a
-    floor under what it may accept, not an estimate of it, and its measurement is a one-time cost. Weighed by this
-    chance too, at batch 1 on this CPU (tree:16 priced ~0.8x chain:8 until measured, the best fixed draft once it is)
-    trees were measured so late in 2 of 4 bench runs that auto ran chains (0.951 / 0.986x the best fixed draft)."""
+    floor under what it may accept, not an estimate of it, and its measurement is a one-time cost."""
     if ratio >= 1 or math.isinf(spread):
         return 1.0
     return max(1.0 + math.erf(math.log(max(ratio, 1e-12)) / (spread * math.sqrt(2.0))), 1e-12)
