@@ -42,9 +42,9 @@ def priced_tokens(budget: AutoBudget, requests, left=None) -> dict:
     return budget._priced(requests, left, None)[0]
 
 
-# explore_spread inf: every exploration window is taken to be worth its regret (no chance: AutoBudget._exploring), so
-# the backoff and explore_share alone pace probes and tree measurements; the chance is tested apart
-# (test_an_exploration_window_far_from_a_tie_waits_for_its_chance)
+# explore_spread inf: every probe is taken to be worth its regret (no chance: budget._chance), so the backoff and
+# explore_share alone pace the probes, as before the chance; it is tested apart
+# (test_a_probe_far_from_a_tie_waits_for_its_chance)
 EVERY_PROBE = math.inf
 
 
