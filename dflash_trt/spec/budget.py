@@ -1586,7 +1586,7 @@ def _chance(ratio: float, spread: float) -> float:
     decode; lowering explore_share for every batch (s24's share backoff) saved that but cost batch 8, where chain:8 and
     AR are a near tie and the probes decide which is chosen. Measured (bench/results/2026-11-28-cpu-s27/NOTES.md):
     spread 0.5 — in-process at 16 requests auto / AR 0.949 -> 0.974, better in 6 of 6 pairs (2.7 probes a run against
-    4.5); the standard bench's batch 8 auto / AR 1.008 -> 1.042 and batch 1 0.969 -> 0.988 (3 pairs each). Spread
+    4.5); the standard bench's batch 8 auto / AR 1.029 -> 1.052 and batch 1 0.960 -> 0.974 (6 pairs each). Spread
     0.25 (0.67 at 0.9x, 0.27 at 0.76x) gained about as much at 16 but cost batch 8 (auto / AR 0.990 over 3 runs
     against 1.049 over 7): it cut the probes at the near ties too. The priced ratio has been off by 0.3-0.5 in log at 16 requests
     and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced 3.72x, ran 3.89x and 2.69x).
