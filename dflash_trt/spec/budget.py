@@ -746,8 +746,8 @@ class AutoBudget:
         if not self.explore_share > 0:
             raise ValueError(f"explore_share must be > 0 (a share of the time spent waiting), got {self.explore_share!r}")
         if not self.explore_spread > 0:
-            raise ValueError(f"explore_spread must be > 0 (a log-spread of the drafting rate; inf: every probe is worth "
-                             f"its regret), got {self.explore_spread!r}")
+            raise ValueError(f"explore_spread must be > 0 (a log-spread of the drafting rate; inf: every probe is "
+                             f"worth its regret), got {self.explore_spread!r}")
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         problem = prior_problem(prior, positions)
@@ -1588,12 +1588,13 @@ def _chance(ratio: float, spread: float) -> float:
     spread 0.5 — in-process at 16 requests auto / AR 0.949 -> 0.974, better in 6 of 6 pairs (2.7 probes a run against
     4.5); the standard bench's batch 8 auto / AR 1.029 -> 1.052 and batch 1 0.960 -> 0.974 (6 pairs each). Spread
     0.25 (0.67 at 0.9x, 0.27 at 0.76x) gained about as much at 16 but cost batch 8 (auto / AR 0.990 over 3 runs
-    against 1.049 over 7): it cut the probes at the near ties too. The priced ratio has been off by 0.3-0.5 in log at 16 requests
-    and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced 3.72x, ran 3.89x and 2.69x).
+    against 1.049 over 7): it cut the probes at the near ties too. The priced ratio has been off by 0.3-0.5 in log at
+    16 requests and by -0.3..+0.05 at 8 (s26: chain:8 / AR priced 3.72x, ran 3.89x and 2.69x).
 
     Not a tree size's measurement window: an unmeasured tree is priced as its argmax chain (its miss factor 1), a
-    floor under what it may accept, not an estimate of it, and its measurement is a one-time cost."""
-    if ratio >= 1 or math.isinf(spread):
+    floor under what it may accept, not an estimate of it, and its measurement is a one-time cost (spread inf: 1
+    everywhere, the rule before)."""
+    if ratio >= 1:
         return 1.0
     return max(1.0 + math.erf(math.log(max(ratio, 1e-12)) / (spread * math.sqrt(2.0))), 1e-12)
 
