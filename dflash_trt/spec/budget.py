@@ -918,10 +918,13 @@ class AutoBudget:
 
         A batch held at AR on merit: up to what its pricing still serves (PRICE_WINDOWS, within LENGTH_STEP positions),
         none of them a window where a probe or a tree measurement could come, the calibration fades (Calibration.age) or
-        every request has its last token left, and all of them feeding the drafter or none (needs_context). Each of
-        those windows would be AR: nothing it would see changes but its requests' caps, which only lower the drafts'
-        expected tokens, and the held windows' observations, which it would take in every REFRESH_STEPS steps (held,
-        they wait at most PRICE_WINDOWS windows, as the cost table's moves do). Why: a held AR window's budget calls
+        every request has its last token left, all of them feeding the drafter or none (needs_context), and none
+        priced on counts its AR steps faded (_windows_to_fade). Each of those windows would be AR: nothing it would
+        see changes but its requests' caps, which only lower the drafts' expected tokens, and the held windows'
+        observations: AR steps take nothing in but fade the counts of requests that have any (_fade), which raises
+        their drafts' expected tokens and may bring a probe nearer (held through a fade, a probe came a window or two
+        late: bench/results/2026-11-28-cpu-s28/NOTES.md), and their times, which move the cost table (held, they
+        wait at most PRICE_WINDOWS windows, as a pricing served again ignores them). Why: a held AR window's budget calls
         took 55-90 us of host time before its model step on this CPU at 4-8 requests (cold after the step: ~20 us
         warm), against 16-21 us for an AR engine's whole scheduling, ~2 % of a 3.3-4.4 ms window (2026-11-26).
 
@@ -937,6 +940,7 @@ class AutoBudget:
         limit = min(self._pricing[1], LENGTH_STEP // steps)
         if left is not None:  # not every request's last token (choose() counts no window then)
             limit = min(limit, (max(left) - 2) // steps)
+        limit = min(limit, self._windows_to_fade(self._pricing[0][0][0], steps))
         feeds, c = self.needs_context(steps), self.tree_clock
         clock, since_s, at_one, held_s, windows = c.windows, c.since_s, self._at_one, self._held_s, 0
         while windows < limit:  # each further window as choose() and needs_context() would count and see it
@@ -954,6 +958,18 @@ class AutoBudget:
                 break
             windows += 1
         return windows
+
+    def _windows_to_fade(self, requests: Sequence[Hashable], steps: int) -> int:
+        """How many windows of `steps` AR steps may follow the one just chosen before choose() would see a fade
+        (_fade): the observations of that window and of each held one add `steps` to the fading steps of every request
+        of the batch with counts, and the window after the one whose observation reaches FADE_STEPS is priced on faded
+        counts (a new estimate: its drafts' expected tokens rise back towards the curve's, so a probe's regret falls
+        and it may come earlier). LENGTH_STEP (no limit) where no request of the batch has counts to fade."""
+        fading = [self._fading.get(row, 0) for row in map(self._rows.get, requests)
+                  if row is not None and self._counts[row, 1, 0] > 0]
+        if not fading:
+            return LENGTH_STEP
+        return max(-(-(FADE_STEPS - max(fading)) // steps) - 1, 0)
 
     def _hold_drafting(self, steps: int, left: Sequence[int] | None, length: int | None) -> int:
         """hold() of a drafting choice: the windows whose choice would serve this one's pricing again, each choosing the
