@@ -63,33 +63,34 @@ Exploration: every draft is priced optimistically where the drafter's curve is t
 tokens scaled by what they would be at a curve with a few more steps, each accepted at every depth; the factor fades as
 steps are counted, ~1.01 for chain:8 after 300 steps), so an estimate made from a few steps is tried rather than
 trusted: a long-lived scheduler held at AR at higher load learns its curve from a few probe steps only, and without it
-held AR at one request on that curve's word (`_optimism`). The calibration pairs each window with the curve's own
-expectation. While the drafter's curve has no observations a window that would draft at the prior runs the largest chain
-(it measures every position; a batch held at AR at the prior waits for a probe or a smaller batch); a batch whose
-estimates keep K at 1 is probed with one window of the best drafting choice after `probe_every` windows at K = 1 in a
-row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times, so a drafter that becomes useful again is
-noticed (a window that drafts on merit refreshes the estimates as a probe does: it restarts the count, not the
-backoff). The backoff belongs to the batch, not to its requests: with per-request backoffs every new arrival (interval 4
-again) made the whole batch probe, and a server at concurrency 16 where AR is best ran 0.83x AR (replayed with
-continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than TREE_MEASURE_STEPS observed steps runs one window
-in every `tree_probe_every`, on a clock the engine keeps across its schedulers (`TreeClock`, as it keeps the curves): a
-client calling generate() per prompt makes a scheduler per prompt, 5-6 windows each at batch 1, and a clock per
-scheduler never reached a measurement window (on an H200, where trees cost what chains do, tree:32 was never measured
-nor chosen: auto 0.82-0.87x tree:32 at batch 1). Exploration is also priced: a probe or a tree measurement runs only
-once the time waited for it (the predicted cost of the windows since the last one) times `explore_share` covers its
-regret — what the window is expected to lose against the best choice: its cost minus the time the best choice takes for
-the tokens it is expected to emit (a probe's cost: its table entry times what probes have cost against their entries so
-far, CostTable.probe_factor, one per engine: the first drafting window after an AR stretch takes in the context rows the
-stretch left pending, and runs a cold drafter); a probe's regret counts over its chance of finding drafting ahead
-(`_chance`: 1 at a priced tie, 0.83 at 0.9x AR's rate, 0.58 at 0.76x, 0.17 at 0.5x; EXPLORE_SPREAD), so a probe is
-worth what it may find: one far behind AR waits that much longer, one near a tie (batch 8 on this CPU, where the
-probes decide between chain:8 and AR) about as before (not a tree measurement: an unmeasured tree's price is a floor,
-not an estimate). Where drafting is cheap a probe costs little and comes at the backoff's pace; in a big batch on a
-slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens),
-three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one
-credit: either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the
-requests' estimates as a probe does). With a credit each, a probe came the window after a tree measurement, and at 8
-requests on this CPU exploration took ~3-4 % of the time, against the 2 % it is allowed (2026-11-27).
+held AR at one request on that curve's word (`_optimism`); a tree size's own counts likewise (`tree_optimism`), so a
+tree whose few measured steps came out unlucky is tried again rather than left behind a cheaper chain for good. The
+calibration pairs each window with the curve's own expectation. While the drafter's curve has no observations a window
+that would draft at the prior runs the largest chain (it measures every position; a batch held at AR at the prior waits
+for a probe or a smaller batch); a batch whose estimates keep K at 1 is probed with one window of the best drafting
+choice after `probe_every` windows at K = 1 in a row, then after twice as many, and so on up to MAX_PROBE_BACKOFF times,
+so a drafter that becomes useful again is noticed (a window that drafts on merit refreshes the estimates as a probe
+does: it restarts the count, not the backoff). The backoff belongs to the batch, not to its requests: with per-request
+backoffs every new arrival (interval 4 again) made the whole batch probe, and a server at concurrency 16 where AR is
+best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than
+TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`, on a clock the engine keeps across its
+schedulers (`TreeClock`, as it keeps the curves): a client calling generate() per prompt makes a scheduler per prompt,
+5-6 windows each at batch 1, and a clock per scheduler never reached a measurement window (on an H200, where trees cost
+what chains do, tree:32 was never measured nor chosen: auto 0.82-0.87x tree:32 at batch 1). Exploration is also priced:
+a probe or a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last
+one) times `explore_share` covers its regret — what the window is expected to lose against the best choice: its cost
+minus the time the best choice takes for the tokens it is expected to emit (a probe's cost: its table entry times what
+probes have cost against their entries so far, CostTable.probe_factor, one per engine: the first drafting window after
+an AR stretch takes in the context rows the stretch left pending, and runs a cold drafter); a probe's regret counts over
+its chance of finding drafting ahead (`_chance`: 1 at a priced tie, 0.83 at 0.9x AR's rate, 0.58 at 0.76x, 0.17 at 0.5x;
+EXPLORE_SPREAD), so a probe is worth what it may find: one far behind AR waits that much longer, one near a tie (batch 8
+on this CPU, where the probes decide between chain:8 and AR) about as before (not a tree measurement: an unmeasured
+tree's price is a floor, not an estimate). Where drafting is cheap a probe costs little and comes at the backoff's pace;
+in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens), three
+chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one credit:
+either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the requests'
+estimates as a probe does). With a credit each, a probe came the window after a tree measurement, and at 8 requests on
+this CPU exploration took ~3-4 % of the time, against the 2 % it is allowed (2026-11-27).
 
 What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
 the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
@@ -148,6 +149,7 @@ CALIBRATION_AGING = 0.99  # ... and by this per window of any draft, AR's too (C
 CALIBRATION_AGE = 16  # windows after which that fade is applied (each application prices anew)
 MAX_CALIBRATION = 2.0  # a calibration factor stays within [1/2, 2]
 OPTIMISM = 2.0  # pseudo-steps accepting at every position in the optimistic curve a draft is priced at (_optimism)
+TREE_OPTIMISM = 0.5  # ... and in each tree size's own counts (its miss factor: _optimism)
 
 
 class Draft(NamedTuple):
@@ -666,7 +668,7 @@ class GlobalTables:
 
     curve: "AcceptanceCounts | None" = None  # the curve they were made from (the engine's), and the inputs below
     tree_curves: dict | None = None  # ... and the trees' counts (a tree's counts change only with the curve)
-    key: tuple | None = None  # (its version, the optimism, prior, tree sizes, block size)
+    key: tuple | None = None  # (its version, the optimisms, prior, tree sizes, block size)
     g: np.ndarray | None = None  # the curve shrunk toward the prior
     misses: dict | None = None  # tree size -> its miss factor per depth
     depth: np.ndarray | None = None  # [table, cap]: E[τ] at g (AutoBudget._depth_tables), made when first asked
@@ -692,6 +694,7 @@ class AutoBudget:
     explore_share: float = EXPLORE_SHARE  # the most of the time since the last probe a probe may lose (its regret)
     explore_spread: float = EXPLORE_SPREAD  # a probe's regret counts over its chance of finding drafting ahead (_chance)
     optimism: float = OPTIMISM  # pseudo-steps accepting everywhere in the curve drafts are priced at (_optimism)
+    tree_optimism: float = TREE_OPTIMISM  # ... and in each tree size's counts (_optimism)
     _rows: dict = field(init=False, default_factory=dict)  # request -> its row of _counts (requests observed)
     _at_one: int = field(init=False, default=0)  # windows in a row at K = 1
     _probe_interval: int = field(init=False, default=0)  # windows at K = 1 before the next probe
@@ -814,28 +817,36 @@ class AutoBudget:
         batch 1, 0.92x tree:32."""
         t = self.tables
         if (t.curve is not self.curve or t.tree_curves is not self.tree_curves
-                or t.key != (self.curve.version, self.optimism) + self._tables_for):
+                or t.key != (self.curve.version, self.optimism, self.tree_optimism) + self._tables_for):
             g = _shrink(self._prior, self.curve.accepted, self.curve.trials, PRIOR_WEIGHT)
-            misses, below = {}, np.ones_like(g)
-            for size in self._sizes:
-                tree, chain = self.tree_curves[size].tree, self.tree_curves[size].chain
-                # (the prior unclipped: where the chain is near sure, a clipped one made the factor 2 at depth 1)
-                misses[size] = below = (
-                    (1 - _shrink(_treed(g, below, 1.0), tree.accepted, tree.trials, TREE_PRIOR_WEIGHT))
-                    / (1 - _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT)))
+            misses = self._misses(g)
             t.curve, t.tree_curves = self.curve, self.tree_curves
-            t.key = (self.curve.version, self.optimism) + self._tables_for
+            t.key = (self.curve.version, self.optimism, self.tree_optimism) + self._tables_for
             t.g, t.misses, t.depth, t.at_cap = g, misses, None, {}
             t.optimism = None
-            if self.optimism > 0:  # (_optimism): per cap, each draft's factor less 1
+            if self.optimism > 0 or self.tree_optimism > 0:  # (_optimism): per cap, each draft's factor less 1
                 bold = _shrink(self._prior, self.curve.accepted + self.optimism, self.curve.trials + self.optimism,
                                PRIOR_WEIGHT)
-                both, caps = self._depth_tables(np.stack([g, bold]), misses), list(range(1, self.block_size + 1))
+                both = np.concatenate([self._depth_tables(g[None], misses),
+                                       self._depth_tables(bold[None], self._misses(g, self.tree_optimism))])
+                caps = list(range(1, self.block_size + 1))
                 t.depth = both[0]  # (the curve's own tables, as _rows_expected would make them: made once)
                 mean, high = self._at_caps(np.repeat(both, len(caps), 0), caps * 2).reshape(2, len(caps), -1)
                 extra = np.where(mean > 1, (high - 1) / np.maximum(mean - 1, 1e-12) - 1, 0.0)
                 t.optimism = [None] + extra.tolist()  # (indexed by cap)
         return t.g, t.misses
+
+    def _misses(self, g: np.ndarray, bold: float = 0.0) -> dict[int, np.ndarray]:
+        """Each tree size's miss factor at the chain curve g (_estimates); `bold`: with that many more tree steps
+        counted, each accepted at every depth (_optimism's, for a tree measured little)."""
+        misses, below = {}, np.ones_like(g)
+        for size in self._sizes:
+            tree, chain = self.tree_curves[size].tree, self.tree_curves[size].chain
+            # (the prior unclipped: where the chain is near sure, a clipped one made the factor 2 at depth 1)
+            misses[size] = below = (
+                (1 - _shrink(_treed(g, below, 1.0), tree.accepted + bold, tree.trials + bold, TREE_PRIOR_WEIGHT))
+                / (1 - _shrink(g, chain.accepted, chain.trials, TREE_PRIOR_WEIGHT)))
+        return misses
 
     def _optimism(self, cap: int | None = None) -> dict[Draft, float]:
         """Per draft, its drafted tokens (E - 1 at a request's cap on τ; default: the block) at the optimistic curve
@@ -854,7 +865,18 @@ class AutoBudget:
         doubles the wait for the next: a thin curve stays thin and AR stays chosen (a lock-in). Priced optimistically,
         a near tie drafts, and the drafting windows measure the curve. The calibration still pairs a window with the
         curve's own expectation (else it would learn to cancel the optimism, and keep the cancelling once the curve is
-        measured)."""
+        measured).
+
+        A tree size's own counts (its miss factor, from the steps it ran, paired with its argmax chain's) get
+        `tree_optimism` such steps: a tree that ran little is priced above its mean estimate, that estimate being
+        shrunk toward its chain's (TREE_PRIOR_WEIGHT) and so low wherever the tree's deep steps are few. Why: at batch 1
+        on this CPU tree:16 is best (~1.34x AR) and chain:8 a near second (~1.31x, ~20 % cheaper a window). Trees are
+        only measured in their TREE_MEASURE_STEPS windows, and after an unlucky measurement tree:16 was never chosen
+        again: 6 of 26 standard-bench runs ran tree:16 in its 16 measurement windows only, 0.936-0.992x the best fixed
+        (s27's runs); replayed (s24's traces, 8 seeds) 4 of 10 seeds, auto / best fixed 0.991 (min 0.962). With 0.5:
+        1.010 (min 1.007), batch 8 0.949 -> 0.969, batch 16 level (1.087 / 1.083), continuous arrivals level; with 2,
+        batch 1 1.018 but batch 16 1.059: trees tried at 2-16 requests, where they cost 1.5-2x chain:8's window
+        (bench/results/2026-11-28-cpu-s28/NOTES.md)."""
         self._estimates()
         extra = self.tables.optimism
         row = [0.0] * len(self.drafts) if extra is None else extra[self.block_size if cap is None else cap]
