@@ -873,9 +873,10 @@ class AutoBudget:
         on this CPU tree:16 is best (~1.34x AR) and chain:8 a near second (~1.31x, ~20 % cheaper a window). Trees are
         only measured in their TREE_MEASURE_STEPS windows, and after an unlucky measurement tree:16 was never chosen
         again: 6 of 26 standard-bench runs ran tree:16 in its 16 measurement windows only, 0.936-0.992x the best fixed
-        (s27's runs); replayed (s24's traces, 8 seeds) 4 of 10 seeds, auto / best fixed 0.991 (min 0.962). With 0.5:
-        1.010 (min 1.007), batch 8 0.949 -> 0.969, batch 16 level (1.087 / 1.083), continuous arrivals level; with 2,
-        batch 1 1.018 but batch 16 1.059: trees tried at 2-16 requests, where they cost 1.5-2x chain:8's window
+        (s27's runs); replayed on s24's traces, 4 of 10 seeds did so, and over 8 seeds auto / best fixed was 0.991
+        (min 0.962). With 0.5: 1.010 (min 1.007), batch 8 0.949 -> 0.969, batch 16 level (1.087 / 1.083), continuous
+        arrivals level; with 2, batch 1 1.018 but batch 16 1.059: trees tried at 2-16 requests, where they cost 1.5-2x
+        chain:8's window. Standard bench, 8 pairs: batch 1 0.970 -> 0.986 (≥ 0.97 in 5 -> 8 of 8 runs), batch 8 level
         (bench/results/2026-11-28-cpu-s28/NOTES.md)."""
         self._estimates()
         extra = self.tables.optimism
