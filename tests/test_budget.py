@@ -698,6 +698,9 @@ def test_a_tree_measured_little_is_priced_optimistically_so_an_unlucky_measureme
     assert budget(5000, costs).choose(["a"]) == tree  # (what it accepts, measured: it is the better draft)
     factors = [budget(steps, flat)._optimism()[tree] for steps in (16, 64, 512, 5000)]
     assert factors == sorted(factors, reverse=True) and factors[-1] < 1.001
+    for name, value in (("tree_optimism", -0.5), ("optimism", math.inf)):
+        with pytest.raises(ValueError, match=f"^{name} must be >= 0"):
+            AutoBudget(16, CostTable(flat, refine=False), trees=(16,), **{name: value})
 
 
 def test_the_estimates_are_calibrated_by_what_the_chosen_drafts_accepted():

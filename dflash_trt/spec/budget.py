@@ -751,6 +751,10 @@ class AutoBudget:
         if not self.explore_spread > 0:
             raise ValueError(f"explore_spread must be > 0 (a log-spread of the drafting rate; inf: every probe is "
                              f"worth its regret), got {self.explore_spread!r}")
+        for name in ("optimism", "tree_optimism"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be >= 0 and finite (pseudo-steps accepted at every depth; 0: none), "
+                                 f"got {getattr(self, name)!r}")
         positions = self.block_size - 1
         prior = list(self.prior) if self.prior is not None else [DEFAULT_PRIOR] * positions
         problem = prior_problem(prior, positions)
