@@ -831,8 +831,8 @@ class AutoBudget:
             if self.optimism > 0 or self.tree_optimism > 0:  # (_optimism): per cap, each draft's factor less 1
                 bold = _shrink(self._prior, self.curve.accepted + self.optimism, self.curve.trials + self.optimism,
                                PRIOR_WEIGHT)
-                both = np.concatenate([self._depth_tables(g[None], misses),
-                                       self._depth_tables(bold[None], self._misses(g, self.tree_optimism))])
+                bold_misses = self._misses(g, self.tree_optimism) if self.tree_optimism > 0 else misses
+                both = np.concatenate([self._depth_tables(g[None], misses), self._depth_tables(bold[None], bold_misses)])
                 caps = list(range(1, self.block_size + 1))
                 t.depth = both[0]  # (the curve's own tables, as _rows_expected would make them: made once)
                 mean, high = self._at_caps(np.repeat(both, len(caps), 0), caps * 2).reshape(2, len(caps), -1)
@@ -992,8 +992,7 @@ class AutoBudget:
         of the batch with counts, and the window after the one whose observation reaches FADE_STEPS is priced on faded
         counts (a new estimate: its drafts' expected tokens rise back towards the curve's, so a probe's regret falls
         and it may come earlier). LENGTH_STEP (no limit) where no request of the batch has counts to fade."""
-        fading = [self._fading.get(row, 0) for row in map(self._rows.get, requests)
-                  if row is not None and self._counts[row, 1, 0] > 0]
+        fading = [self._fading.get(row, 0) for row in map(self._rows.get, requests) if self._fades(row)]
         if not fading:
             return LENGTH_STEP
         return max(-(-(FADE_STEPS - max(fading)) // steps) - 1, 0)
@@ -1490,7 +1489,7 @@ class AutoBudget:
         fading = self._fading
         for r, t in zip(requests, taus):
             row = self._rows.get(r)
-            if row is not None and t and self._counts[row, 1, 0] > 0:
+            if t and self._fades(row):
                 fading[row] = fading.get(row, 0) + len(t)
         if not fading or max(fading.values()) < FADE_STEPS:
             return
@@ -1500,6 +1499,10 @@ class AutoBudget:
         self._counts[rows] = faded
         fading.clear()
         self._faded += 1
+
+    def _fades(self, row: int | None) -> bool:
+        """Whether AR steps fade this row's counts (_fade): a request observed, with counts left."""
+        return row is not None and self._counts[row, 1, 0] > 0
 
     def _take_in(self) -> None:
         """The kept windows' steps, every request's at once (numpy): the calibration's pairs, the drafter's curve, each
