@@ -41,10 +41,11 @@ cost(n, d) is seconds per step for a batch of n requests whose longest cache hol
 when the first auto scheduler starts (`SpecStep.measure_costs` on this device and dtype at two cache lengths, every draft
 timed in each round so machine drift shifts all alike; or given) and refined online from the windows' own times: a
 window's time first moves a drift factor common to every draft (the machine's speed now), and only the rest moves the
-draft's entry, slowly (`CostTable.observe`); a window right after one of another draft teaches that draft's switch
-factor instead, and a change of draft is priced with it, spread over SWITCH_HORIZON windows; and where windows of
-drafts of different cost run at one batch size, a line through their times against their entries gives that batch
-size a per-window overhead every draft's price carries (`CostTable.overhead`: through a server on a 2-core CPU a
+draft's entry: slowly for the batch size's most observed draft (the drift follows its windows), as a mean of its windows
+against that one's for a rarer draft (`CostTable.observe`); a window right after one of another draft teaches that
+draft's switch factor instead, and a change of draft is priced with it, spread over SWITCH_HORIZON windows; and where
+windows of drafts of different cost run at one batch size, a line through their times against their entries gives that
+batch size a per-window overhead every draft's price carries (`CostTable.overhead`: through a server on a 2-core CPU a
 window costs its step plus ~1 ms of the server's work, which one ratio priced as if it scaled with the step); one table
 per engine, so each run starts from what the runs before it measured. Given the same cost table (`refine=False`) and
 the same observations the choice is deterministic, and it only needs the window's host read (τ per step per request) — no
@@ -73,24 +74,28 @@ so a drafter that becomes useful again is noticed (a window that drafts on merit
 does: it restarts the count, not the backoff). The backoff belongs to the batch, not to its requests: with per-request
 backoffs every new arrival (interval 4 again) made the whole batch probe, and a server at concurrency 16 where AR is
 best ran 0.83x AR (replayed with continuous arrivals: 0.83x -> 0.97-0.99x). A tree size with fewer than
-TREE_MEASURE_STEPS observed steps runs one window in every `tree_probe_every`, on a clock the engine keeps across its
-schedulers (`TreeClock`, as it keeps the curves): a client calling generate() per prompt makes a scheduler per prompt,
-5-6 windows each at batch 1, and a clock per scheduler never reached a measurement window (on an H200, where trees cost
-what chains do, tree:32 was never measured nor chosen: auto 0.82-0.87x tree:32 at batch 1). Exploration is also priced:
-a probe or a tree measurement runs only once the time waited for it (the predicted cost of the windows since the last
-one) times `explore_share` covers its regret — what the window is expected to lose against the best choice: its cost
-minus the time the best choice takes for the tokens it is expected to emit (a probe's cost: its table entry times what
-probes have cost against their entries so far, CostTable.probe_factor, one per engine: the first drafting window after
-an AR stretch takes in the context rows the stretch left pending, and runs a cold drafter); a probe's regret counts over
-its chance of finding drafting ahead (`_chance`: 1 at a priced tie, 0.83 at 0.9x AR's rate, 0.58 at 0.76x, 0.17 at 0.5x;
-EXPLORE_SPREAD), so a probe is worth what it may find: one far behind AR waits that much longer, one near a tie (batch 8
-on this CPU, where the probes decide between chain:8 and AR) about as before (not a tree measurement: an unmeasured
-tree's price is a floor, not an estimate). Where drafting is cheap a probe costs little and comes at the backoff's pace;
-in a big batch on a slow verify it waits: measured in-process at batch 16 on this CPU (fixture pair, 64 tokens), three
-chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR. Probes and tree measurements spend one credit:
-either kind of window restarts the time the other waits for (in an AR stretch a tree measurement refreshes the requests'
-estimates as a probe does). With a credit each, a probe came the window after a tree measurement, and at 8 requests on
-this CPU exploration took ~3-4 % of the time, against the 2 % it is allowed (2026-11-27).
+TREE_MEASURE_STEPS observed steps runs (for one request, near the best drafting choice: BURST_CHANCE) up to TREE_BURST
+windows in a row from one window in every `tree_probe_every` (its windows after the first follow one of their own draft:
+they teach its cost entry, which a window after another draft does not, and its measurement costs fewer switches), on a
+clock the engine keeps across its schedulers (`TreeClock`, as it keeps the curves): a client calling generate() per
+prompt makes a scheduler per prompt, 5-6 windows each at batch 1, and a clock per scheduler never reached a measurement
+window (on an H200, where trees cost what chains do, tree:32 was never measured nor chosen: auto 0.82-0.87x tree:32 at
+batch 1). Exploration is also priced: a probe or a tree measurement runs only once the time waited for it (the predicted
+cost of the windows since the last one) times `explore_share` covers its regret (a measurement's burst: its first
+window's; the rest's are a debt the next tree measurement waits for as well) — what the window is expected to lose
+against the best choice: its cost minus the time the best choice takes for the tokens it is expected to emit (a probe's
+cost: its table entry times what probes have cost against their entries so far, CostTable.probe_factor, one per engine:
+the first drafting window after an AR stretch takes in the context rows the stretch left pending, and runs a cold
+drafter); a probe's regret counts over its chance of finding drafting ahead (`_chance`: 1 at a priced tie, 0.83 at 0.9x
+AR's rate, 0.58 at 0.76x, 0.17 at 0.5x; EXPLORE_SPREAD), so a probe is worth what it may find: one far behind AR waits
+that much longer, one near a tie (batch 8 on this CPU, where the probes decide between chain:8 and AR) about as before
+(not a tree measurement: an unmeasured tree's price is a floor, not an estimate). Where drafting is cheap a probe costs
+little and comes at the backoff's pace; in a big batch on a slow verify it waits: measured in-process at batch 16 on
+this CPU (fixture pair, 64 tokens), three chain:4 probes cost 52 ms of a 302 ms decode, ~9 % of it lost against AR.
+Probes and tree measurements spend one credit: either kind of window restarts the time the other waits for (in an AR
+stretch a tree measurement refreshes the requests' estimates as a probe does). With a credit each, a probe came the
+window after a tree measurement, and at 8 requests on this CPU exploration took ~3-4 % of the time, against the 2 % it
+is allowed (2026-11-27).
 
 What AR costs a drafting engine: an AR window (K = 1) does not run the drafter: it appends the step's tap features to
 the slot's pending context rows, which the drafter takes in at its next draft (spec/step.py, DEFERRED_CONTEXT); a slot
@@ -125,7 +130,10 @@ REQUEST_DECAY = 0.8  # a request's counts fade by this per step (drafted or AR):
 FADE_STEPS = 4  # AR steps a request's counts fade by at once (_fade)
 FADED = 0.05  # a request's counts whose first position has fewer (decayed) trials are cleared: its estimate is global
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
-COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry
+COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry ...
+ENTRY_PRIOR = 4.0  # ... at least 1 / (this + its windows) for an entry other than its batch size's most observed one
+ANCHOR_RATE = 0.5  # weight of a window of that most observed draft in its windows' speed (CostTable.observe)
+OVERHEAD_GATE = 0.1  # ... and not where the batch size's overhead is this share of the anchor's entry or more
 OVERHEAD_RATE = 0.02  # per window, the fade of the window times the per-window overhead is fitted to (CostTable.observe)
 OVERHEAD_PRIOR = 1.0  # pseudo-windows of a zero overhead in that fit
 MAX_OVERHEAD = 2.0  # the overhead stays within this many times the batch size's cheapest entry
@@ -139,6 +147,8 @@ EXPLORE_SHARE = 0.02  # exploration (probes and tree measurements together) may 
 EXPLORE_SPREAD = 0.5  # how far (log) a batch's drafting rate may lie from its price: a probe's chance (_chance)
 SWITCH_HORIZON = 8  # windows a switch of draft's extra cost is spread over (AutoBudget.choose)
 TREE_MEASURE_STEPS = 16  # observed steps of a tree size before auto stops probing it
+TREE_BURST = 4  # windows in a row a tree size's measurement runs at most (_choose) ...
+BURST_CHANCE = 0.5  # ... where its chance of being ahead of the best choice (_chance) is at least this
 AUTO_TREES = (16, 32)  # tree sizes auto considers where the target verifies trees
 PRICE_WINDOWS = 8  # windows a batch's pricing serves while its inputs stand (AutoBudget._priced)
 LENGTH_STEP = 16  # cache positions within which a batch's pricing stands (AutoBudget._priced)
@@ -208,6 +218,10 @@ class CostTable:
     overhead: dict[int, float] = field(default_factory=dict)
     # n -> decayed [windows, Σx, Σy, Σx², Σxy] of the overhead's fit (observe)
     _fits: dict = field(init=False, default_factory=dict, repr=False)
+    # (n, draft) -> its windows observed (not switched); n -> (the draft with the most of them, their number, the log of
+    # what its windows cost over their price at the table's speed, faded by ANCHOR_RATE)
+    _seen: dict = field(init=False, default_factory=dict, repr=False)
+    _anchor: dict = field(init=False, default_factory=dict, repr=False)
     _keys_of: dict = field(init=False, default_factory=dict, repr=False)  # (n, draft) -> its keys (_keys)
 
     def __post_init__(self):
@@ -304,7 +318,7 @@ class CostTable:
         return (1 - t) * self.seconds[self._key(a, k, length)] + t * self.seconds[self._key(b, k, length)]
 
     def observe(self, n: int, k: Draft, seconds_per_step: float, length: int | None = None,
-                switched: bool = False) -> None:
+                switched: bool = False, probe: bool = False) -> None:
         """A window's measured seconds per step (its batch's longest cache: `length`). The machine's speed drifts (a
         shared VM, clocks, other work), and it drifts for every draft alike, while the choice depends only on the
         ratios between drafts: so a window's time first moves `drift`, the machine's current speed relative to the
@@ -315,7 +329,23 @@ class CostTable:
         A window that followed one of another draft (`switched`) moves only that draft's switch factor: its cost over
         its entry then. A step's cost depends on the step before it: on this CPU an AR step at batch 4 took 2.53 ms
         right after a chain:8 step, 2.36 after one AR step, 2.14 in a run of them (its weights and activations evicted
-        from the caches by the bigger step), while chain:8 after AR cost what it does in a run."""
+        from the caches by the bigger step), while chain:8 after AR cost what it does in a run.
+
+        How fast an entry learns: the drift follows the batch size's most observed draft (its `anchor`: at batch 1 the
+        chain auto mostly runs), whose entry learns at COST_SMOOTHING, so the drift takes what moves every draft alike.
+        Another draft's windows say how wrong its entry is against the anchor's: its cost over its entry against what
+        the anchor's last windows cost over theirs (ANCHOR_RATE), and each moves its entry as a mean of its windows
+        and ENTRY_PRIOR pseudo-windows of the startup timing would (at least COST_SMOOTHING): a draft that
+        runs rarely had kept a startup entry timed in a slow minute for good (tree:16 16 % high against chain:8 at
+        batch 1, never chosen again after its measurement: bench/results/2026-11-28-cpu-s28/NOTES.md section 4). Not
+        a probe's window (`probe`: it costs over its entry what probes do, probe_factor): it moves the entry at the
+        slow rate only, as any window did before (replayed at batch 8, where the probes are most of the drafting
+        windows, their windows' extra cost taught the drafts' entries as well, and auto held AR longer: 0.97 -> 0.96x
+        the best fixed draft); nor where the batch size has an overhead of some size (OVERHEAD_GATE; _fit_overhead):
+        a line through its drafts' windows says what they cost apart, for the drafts not run too (chain:8's entry,
+        learnt from its windows between AR's, took what the overhead is for: a window's fixed work, which prices
+        every draft). (Replays, whose windows carry none, fit small ones in their tables' noise: at any overhead,
+        tree:16's entry was not learnt.)"""
         if not self.refine or seconds_per_step <= 0:
             return
         if switched:
@@ -333,7 +363,17 @@ class CostTable:
         priced = entry + self.overhead.get(n, 0.0)  # cost(n, k, length) with the overhead just fitted
         residual = math.log(seconds_per_step / (priced * self.drift))
         self.drift *= math.exp(DRIFT_RATE * residual)
-        scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)
+        scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)  # (the anchor's, a probe's)
+        if not probe:
+            seen = self._seen[(n, k)] = self._seen.get((n, k), 0) + 1
+            speed = math.log(seconds_per_step / priced)  # the window's cost over its price, at the table's speed
+            anchor = self._anchor.get(n)
+            if anchor is None or anchor[0] == k or seen > anchor[1]:
+                kept = speed if anchor is None or anchor[0] != k else anchor[2] + ANCHOR_RATE * (speed - anchor[2])
+                self._anchor[n] = (k, seen, kept)
+            elif self.overhead.get(n, 0.0) < OVERHEAD_GATE * self._entries(n, (anchor[0],), length)[0]:
+                # against the anchor's windows' speed (not the drift: it lags a change of the machine's speed)
+                scale = math.exp(max(COST_SMOOTHING, 1.0 / (ENTRY_PRIOR + seen - 1)) * (speed - anchor[2]))
         seconds = self.seconds
         for key in self._keys(n, k):
             seconds[key] *= scale
@@ -556,6 +596,8 @@ class TreeClock:
 
     windows: int = 0
     since_s: float = 0.0
+    # (tree size, windows left, its batch's size) of a measurement's burst under way (AutoBudget._choose)
+    burst: tuple | None = None
 
 
 @dataclass
@@ -714,6 +756,7 @@ class AutoBudget:
     # windows are those choose() would choose (None, 0: no bound); the scheduler ends the hold where they are not
     hold_limits: tuple = field(init=False, default=(None, 0))
     _probing: Draft | None = field(init=False, default=None)  # the last window's draft, if it was a probe
+    _measuring: bool = field(init=False, default=False)  # whether the last window measured a tree size (_choose)
     _last: Draft | None = field(init=False, default=None)  # the last window's draft (the next one's switch is priced)
     _observed: Draft | None = field(init=False, default=None)  # the last window observe_time saw
     _forgotten: int = field(init=False, default=0)  # forget() calls: part of the estimates' cache key
@@ -1004,7 +1047,8 @@ class AutoBudget:
         REFRESH_STEPS: choose() would see no new estimate) and the calibration does not fade (Calibration.age), every
         request keeps the block as its cap (at least block_size tokens left), the batch's longest cache stays in its
         LENGTH_STEP bucket (the scheduler checks these two: hold_limits), and no tree size's measurement window comes
-        (on the tree clock as choose() moves it). Only once the drafter's curve is measured (else every window takes
+        (on the tree clock as choose() moves it). Not after a measurement window (a burst's next window is one; after
+        its last, choose() counts a window of the same draft as on merit). Only once the drafter's curve is measured (else every window takes
         in) and the window is calibrated (its drafter fed: _fed); every held window's observations are paired with the
         batch's expected tokens as choose() would pair them.
 
@@ -1013,7 +1057,8 @@ class AutoBudget:
         choose, the cost table's and the estimates' bookkeeping, each cold after the model step."""
         self.hold_limits = (None, 0)
         pricing = self._pricing
-        if (pricing is None or self._probing is not None or self._last != pricing[2][4] or pricing[0][3] != self._last
+        if (pricing is None or self._probing is not None or self._measuring or self._last != pricing[2][4]
+                or pricing[0][3] != self._last
                 or not self.curve.steps() or self._fed < TAP_LEAD
                 or (left is not None and min(left) < self.block_size)):
             return 0
@@ -1076,10 +1121,11 @@ class AutoBudget:
 
     def _choose(self, requests: Sequence[Hashable], left: Sequence[int] | None, length: int | None) -> Draft:
         """choose() without the ahead choice."""
+        clock = self.tree_clock
+        burst, clock.burst, self._measuring = clock.burst, None, False
         if left is not None and max(left) <= 1:  # every request's last token: no draft emits more, AR costs least
             self._probing = None
             return Draft("chain", 1)
-        clock = self.tree_clock
         clock.windows += 1
         self.calibration.age(clock.windows)
         self._probing = None
@@ -1088,6 +1134,13 @@ class AutoBudget:
         if best.size > 1 and not self.curve.steps():  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         clock.since_s += now[best]
+        # a measurement's burst goes on (paid for already), for its batch or what is left of it (a batch that a request
+        # joined, or the next one, is priced anew: replayed at batch 8, a burst planned at a batch's last request went
+        # on in the next batch of 8, where a tree:16 window costs ~5 AR windows: 0.97 -> 0.94x the best fixed draft)
+        if burst is not None and len(requests) <= burst[2] and burst[0] in self._unmeasured():
+            clock.burst = (burst[0], burst[1] - 1, burst[2]) if burst[1] > 1 else None
+            self._measuring = True
+            return Draft("tree", burst[0])
         # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
         held = best.size == 1
         measuring = {}  # tree sizes not measured enough yet: their measurement window's regret
@@ -1095,7 +1148,21 @@ class AutoBudget:
             tree = Draft("tree", size)
             measuring[size] = _regret(priced, tree, self.cost.probe_factor if held else None)
             if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
-                clock.since_s = self._held_s = 0.0  # (one exploration credit: the probe's is spent too)
+                # for one request, near the best choice (BURST_CHANCE), it runs up to TREE_BURST windows in a row (all
+                # but the first unswitched: they teach its cost entry, and its steps cost a switch per burst), paid for from the exploration credit: the first window's regret
+                # now, the rest's as a debt of the tree clock (the probe's credit is spent, as one exploration credit,
+                # not indebted: the probes decide between AR and chain:8 at batch 8 on this CPU). Paid for at once, no
+                # measurement came in an AR stretch: a probe, paid for window by window, always came first and spent
+                # the credit. Not in an AR stretch, where the tree's window is a probe (its cost is not its entry's);
+                # not for more requests: replayed at batch 8, bursts at 2-7 requests (a window measures 2-7 steps) cost
+                # 0.97 -> 0.95x the best fixed draft (their tree steps, bunched on a few texts, moved the estimates;
+                # held AR more at 4-7 requests), and one request is where a tree and a chain are a near tie
+                left, rates = TREE_MEASURE_STEPS - self.tree_curves[size].tree.steps(), priced[3]
+                near = not held and _chance(rates[tree] / rates[best], self.explore_spread) >= BURST_CHANCE
+                burst = min(TREE_BURST, max(left, 1)) if near and len(requests) == 1 else 1
+                clock.since_s, self._held_s = -(burst - 1) * measuring[size] / self.explore_share, 0.0
+                clock.burst = (size, burst - 1, len(requests)) if burst > 1 else None
+                self._measuring = True
                 if held:
                     self._probing = tree  # its window teaches probe_factor, as a probe's does
                 return tree
@@ -1254,11 +1321,13 @@ class AutoBudget:
         chose and, last, whether the window it chose is a probe (observe_time reads and clears that between two
         choices)."""
         c = self.tree_clock
-        return c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._last, self._probing
+        return (c.windows, c.since_s, c.burst, self._at_one, self._probe_interval, self._held_s, self._last,
+                self._measuring, self._probing)
 
     def _set_decision(self, state: tuple) -> None:
         c = self.tree_clock
-        c.windows, c.since_s, self._at_one, self._probe_interval, self._held_s, self._last, self._probing = state
+        (c.windows, c.since_s, c.burst, self._at_one, self._probe_interval, self._held_s, self._last,
+         self._measuring, self._probing) = state
 
     def prepare(self, now: bool = False, tables: bool = True) -> None:
         """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), or `now`
@@ -1580,7 +1649,7 @@ class AutoBudget:
         if probe:
             self.cost.observe_probe(n, draft, seconds_per_step, length)
         self._probing = None
-        self.cost.observe(n, draft, seconds_per_step, length, switched=switched and not probe)
+        self.cost.observe(n, draft, seconds_per_step, length, switched=switched and not probe, probe=probe)
 
     def _row_of(self, request_id: Hashable) -> int:
         row = self._rows.get(request_id)
