@@ -335,17 +335,17 @@ class CostTable:
         chain auto mostly runs), whose entry learns at COST_SMOOTHING, so the drift takes what moves every draft alike.
         Another draft's windows say how wrong its entry is against the anchor's: its cost over its entry against what
         the anchor's last windows cost over theirs (ANCHOR_RATE), and each moves its entry as a mean of its windows
-        and ENTRY_PRIOR pseudo-windows of the startup timing would (at least COST_SMOOTHING): a draft that
-        runs rarely had kept a startup entry timed in a slow minute for good (tree:16 16 % high against chain:8 at
-        batch 1, never chosen again after its measurement: bench/results/2026-11-28-cpu-s28/NOTES.md section 4). Not
-        a probe's window (`probe`: it costs over its entry what probes do, probe_factor): it moves the entry at the
-        slow rate only, as any window did before (replayed at batch 8, where the probes are most of the drafting
-        windows, their windows' extra cost taught the drafts' entries as well, and auto held AR longer: 0.97 -> 0.96x
-        the best fixed draft); nor where the batch size has an overhead of some size (OVERHEAD_GATE; _fit_overhead):
-        a line through its drafts' windows says what they cost apart, for the drafts not run too (chain:8's entry,
-        learnt from its windows between AR's, took what the overhead is for: a window's fixed work, which prices
-        every draft). (Replays, whose windows carry none, fit small ones in their tables' noise: at any overhead,
-        tree:16's entry was not learnt.)"""
+        and ENTRY_PRIOR pseudo-windows of the startup timing would (at least COST_SMOOTHING): a draft that runs
+        rarely had kept a startup entry timed in a slow minute for good (tree:16 16 % high against chain:8 at batch 1,
+        never chosen again after its measurement: bench/results/2026-11-28-cpu-s28/NOTES.md section 4; a tree
+        measurement's burst gives it such windows, AutoBudget._choose). Not a probe's window (`probe`: it costs over
+        its entry what probes do, probe_factor): it moves the entry at the slow rate only, as every window did before;
+        nor where the batch size has an overhead of some size (OVERHEAD_GATE; _fit_overhead): a line through its
+        drafts' windows says what they cost apart, for the drafts not run too (chain:8's entry, learnt from its windows
+        between AR's, took what the overhead is for: a window's fixed work, which prices every draft). Replayed
+        (bench/results/2026-12-07-cpu-s29): learning fast from the probes' windows too, auto / the best fixed draft at
+        batch 8 was 0.956 against 0.969 before; as here, 0.970. Gated at any overhead, tree:16's entry was never learnt
+        at batch 1 (the replays' fits find small intercepts in their tables' noise)."""
         if not self.refine or seconds_per_step <= 0:
             return
         if switched:
@@ -1048,9 +1048,9 @@ class AutoBudget:
         request keeps the block as its cap (at least block_size tokens left), the batch's longest cache stays in its
         LENGTH_STEP bucket (the scheduler checks these two: hold_limits), and no tree size's measurement window comes
         (on the tree clock as choose() moves it). Not after a measurement window (a burst's next window is one; after
-        its last, choose() counts a window of the same draft as on merit). Only once the drafter's curve is measured (else every window takes
-        in) and the window is calibrated (its drafter fed: _fed); every held window's observations are paired with the
-        batch's expected tokens as choose() would pair them.
+        its last, choose() counts a window of the same draft as on merit). Only once the drafter's curve is measured
+        (else every window takes in) and the window is calibrated (its drafter fed: _fed); every held window's
+        observations are paired with the batch's expected tokens as choose() would pair them.
 
         Why: at batch 1 on this CPU (fixture pair, chain:8 windows of ~4.4 ms) auto's windows cost ~67 us more host
         time than a fixed draft's (0.127 against 0.060 ms mean between a window's model step and the next, 2026-11-27):
@@ -1148,15 +1148,16 @@ class AutoBudget:
             tree = Draft("tree", size)
             measuring[size] = _regret(priced, tree, self.cost.probe_factor if held else None)
             if self._tree_measures(clock.windows, clock.since_s, measuring[size]):
-                # for one request, near the best choice (BURST_CHANCE), it runs up to TREE_BURST windows in a row (all
-                # but the first unswitched: they teach its cost entry, and its steps cost a switch per burst), paid for from the exploration credit: the first window's regret
-                # now, the rest's as a debt of the tree clock (the probe's credit is spent, as one exploration credit,
-                # not indebted: the probes decide between AR and chain:8 at batch 8 on this CPU). Paid for at once, no
-                # measurement came in an AR stretch: a probe, paid for window by window, always came first and spent
-                # the credit. Not in an AR stretch, where the tree's window is a probe (its cost is not its entry's);
-                # not for more requests: replayed at batch 8, bursts at 2-7 requests (a window measures 2-7 steps) cost
-                # 0.97 -> 0.95x the best fixed draft (their tree steps, bunched on a few texts, moved the estimates;
-                # held AR more at 4-7 requests), and one request is where a tree and a chain are a near tie
+                # for one request, near the best choice (BURST_CHANCE), it runs up to TREE_BURST windows in a row: all
+                # but the first unswitched, they teach its cost entry (CostTable.observe), and its steps cost a switch
+                # per burst. Paid for from the exploration credit: the first window's regret now, the rest's as a debt
+                # of the tree clock (the probe's credit is spent, as one credit, not indebted: the probes decide
+                # between AR and chain:8 at batch 8 on this CPU; and a burst's whole regret up front let a probe, paid
+                # window by window, come first every time and spend the credit). Not in an AR stretch, where the
+                # tree's window is a probe (its cost is not its entry's); not for more requests: replayed at batch 8,
+                # bursts at 2-7 requests (a window measures 2-7 steps) cost 0.97 -> 0.95x the best fixed draft (their
+                # tree steps, bunched on a few texts, moved the estimates, and auto held AR more at 4-7 requests),
+                # while one request is where a tree and a chain are a near tie (batch 1 on this CPU)
                 left, rates = TREE_MEASURE_STEPS - self.tree_curves[size].tree.steps(), priced[3]
                 near = not held and _chance(rates[tree] / rates[best], self.explore_spread) >= BURST_CHANCE
                 burst = min(TREE_BURST, max(left, 1)) if near and len(requests) == 1 else 1

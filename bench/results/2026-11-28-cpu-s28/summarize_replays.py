@@ -1,8 +1,10 @@
-"""Means per (kind, size, version) of replays*.txt lines in this directory (replays.sh, replays_new.sh)."""
+"""Means per (kind, size, version) of replays*.txt lines in this directory (replays.sh, replays_new.sh), or in DIR:
+`python bench/results/2026-11-28-cpu-s28/summarize_replays.py [DIR]`."""
 import collections, re, statistics, sys
 from pathlib import Path
 rows = collections.defaultdict(list)
-for f in sorted(Path(__file__).resolve().parent.glob("replays*.txt")):
+here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+for f in sorted(here.glob("replays*.txt")):
     for line in f.read_text().splitlines():
         m = re.match(r"seed (\d+) (\S+) (\w+)\s+(\d+) auto/AR ([0-9.]+) auto/best fixed \((\S+)\) ([0-9.]+)", line)
         if m:
