@@ -161,6 +161,14 @@ def test_a_rarely_run_drafts_entry_learns_from_its_few_windows_against_the_ancho
         if slowdown == 1.0:  # the anchor's entry: the slow rate (a slowdown moves it a little, as it always did)
             assert t.cost(1, c8) == pytest.approx(anchor_entry, rel=0.02)
         assert t.drift * t.cost(1, c8) == pytest.approx(slowdown * 0.8 * 5.0, rel=0.05)
+    # a probe's windows (the first drafting window after AR: pending context taken in, a cold drafter) cost over their
+    # entry what probes do (probe_factor), not what the draft does: they move its entry at the slow rate only
+    for probe in (True, False):
+        t = CostTable({(1, chain(1)): 1.0, (1, c8): 5.0})
+        for i in range(12 * 10):
+            t.observe(1, c8, 1.5 * 5.0, probe=probe) if i % 10 == 9 else t.observe(1, chain(1), 1.0)
+        moved = t.cost(1, c8) / 5.0
+        assert (moved < 1.06) if probe else (moved > 1.3)  # (the true cost: 1.5x)
 
 
 def test_a_windows_overhead_is_learnt_where_drafts_of_different_cost_run():
