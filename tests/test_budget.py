@@ -145,7 +145,7 @@ def test_a_rarely_run_drafts_entry_learns_from_its_few_windows_against_the_ancho
     rarer draft's entry moves as a mean of its windows' cost over its entry against what the anchor's windows cost
     over theirs: a startup entry timed 16 % high against the anchor's (s28's run 20: tree:16 at batch 1, never chosen
     again) is within 5 % after 12 of its windows, while a slowdown of the machine that comes with them is the drift's,
-    not the rare draft's."""
+    not the rare draft's; a probe's windows teach its entry at the slow rate only."""
     c8, t16 = chain(8), Draft("tree", 16)
     for slowdown in (1.0, 2.0):
         t = CostTable({(1, c8): 5.0, (1, t16): 7.0 * 1.16})
