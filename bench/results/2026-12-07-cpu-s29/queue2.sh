@@ -1,6 +1,8 @@
 #!/bin/bash
 # More pairs of queue1.sh's two comparisons (pairs 3-6), then the server Pareto (2 pairs) and the c = 16 in-process
 # run (s24's c16_one.py, 2 pairs): 2becdcc's budget (/tmp/s29/new) against 4308adf (/tmp/s29/base), ABBA by pair.
+# (Stopped during its first Pareto run: the budget changed (the anchor reference, 2026-12-07 15:15); queue3.sh measured
+# the final version.)
 R=bench/results/2026-12-07-cpu-s29
 for i in 3 4 5 6; do
   if [ $((i % 2)) = 1 ]; then order="base new"; else order="new base"; fi
