@@ -648,8 +648,8 @@ def test_a_probe_far_from_a_tie_waits_for_its_chance():
     assert chance < 0.2 and far == math.ceil(regret / chance / 0.1) - 1 > 4 * index
     near = [first_probe(1.05, spread)[0] for spread in (math.inf, EXPLORE_SPREAD)]  # ~0.95x: a near tie
     assert near[1] - near[0] <= 1
-    # a tree size's measurement is not: an expensive unmeasured tree (priced at ~0.2x chain:16's rate) is measured
-    # in the same windows whatever the spread
+    # a tree size's measurement is not: an expensive unmeasured tree (priced at ~0.2x chain:16's rate) is first
+    # measured in the same window whatever the spread (only its burst's length depends on its chance: BURST_CHANCE)
     costs = flat_costs(k1=1.0, drafting=2.0, sizes=(1,), trees=(32,))
     costs[(1, Draft("tree", 32))] = 6.0
     trees_at = {}
@@ -658,7 +658,10 @@ def test_a_probe_far_from_a_tie_waits_for_its_chance():
                             explore_spread=spread)
         budget.observe("a", chain(16), [4] * 10)
         trees_at[spread] = [i for i in range(400) if budget.choose(["a"]).tree]
-    assert trees_at[math.inf] and trees_at[EXPLORE_SPREAD] == trees_at[math.inf]
+    assert trees_at[math.inf] and trees_at[EXPLORE_SPREAD][0] == trees_at[math.inf][0]
+    first = trees_at[math.inf][0]
+    assert trees_at[math.inf][:TREE_BURST] == list(range(first, first + TREE_BURST))  # (spread inf: near)
+    assert trees_at[EXPLORE_SPREAD][1] > first + 1  # (far: a window at a time)
 
 
 def test_a_thin_curve_is_priced_optimistically_so_a_near_tie_drafts():

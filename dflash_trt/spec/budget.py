@@ -132,7 +132,8 @@ FADED = 0.05  # a request's counts whose first position has fewer (decayed) tria
 DRIFT_RATE = 0.1  # weight of a window's log-time residual in the machine's drift (every draft's cost alike)
 COST_SMOOTHING = 0.01  # weight of what the drift leaves of that residual in the draft's own cost entry ...
 ENTRY_PRIOR = 4.0  # ... at least 1 / (this + its windows) for an entry other than its batch size's most observed one
-ANCHOR_RATE = 0.5  # weight of a window of that most observed draft in its windows' speed (CostTable.observe)
+ANCHOR_RATE = 0.5  # weight of a window of that most observed draft in its windows' speed (CostTable.observe) ...
+ANCHOR_FRESH = 16  # ... and the windows at its batch size since its last one within which that speed is a reference
 OVERHEAD_GATE = 0.1  # ... and not where the batch size's overhead is this share of the anchor's entry or more
 OVERHEAD_RATE = 0.02  # per window, the fade of the window times the per-window overhead is fitted to (CostTable.observe)
 OVERHEAD_PRIOR = 1.0  # pseudo-windows of a zero overhead in that fit
@@ -218,8 +219,8 @@ class CostTable:
     overhead: dict[int, float] = field(default_factory=dict)
     # n -> decayed [windows, Σx, Σy, Σx², Σxy] of the overhead's fit (observe)
     _fits: dict = field(init=False, default_factory=dict, repr=False)
-    # (n, draft) -> its windows observed (not switched); n -> (the draft with the most of them, their number, what its
-    # windows' log-times left over the drift, faded by ANCHOR_RATE)
+    # (n, draft) -> its windows observed (not switched), n -> every draft's; n -> (the draft with the most of them, their
+    # number, what its windows' log-times left over the drift, faded by ANCHOR_RATE, n's window count at its last)
     _seen: dict = field(init=False, default_factory=dict, repr=False)
     _anchor: dict = field(init=False, default_factory=dict, repr=False)
     _keys_of: dict = field(init=False, default_factory=dict, repr=False)  # (n, draft) -> its keys (_keys)
@@ -336,7 +337,9 @@ class CostTable:
         Another draft's windows say how wrong its entry is against the anchor's: its residual over the drift against
         what the anchor's last windows left over it (ANCHOR_RATE; against the anchor's cost over its entry instead, a
         reference that stood still where the anchor stopped running, chain:16's entry fell 15 % below its cost at
-        batch 1 and auto ran it for 553 windows: 0.930x the best fixed draft), and each moves its entry as a mean of its windows
+        batch 1 and auto ran it for 553 windows: 0.930x the best fixed draft), while the anchor ran within the last
+        ANCHOR_FRESH windows (a draft that runs alone has nothing to be told apart from: the drift takes its windows),
+        and each moves its entry as a mean of its windows
         and ENTRY_PRIOR pseudo-windows of the startup timing would (at least COST_SMOOTHING): a draft that runs
         rarely had kept a startup entry timed in a slow minute for good (tree:16 16 % high against chain:8 at batch 1,
         never chosen again after its measurement: bench/results/2026-11-28-cpu-s28/NOTES.md section 4; a tree
@@ -368,12 +371,14 @@ class CostTable:
         scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)  # (the anchor's, a probe's)
         if not probe:
             seen = self._seen[(n, k)] = self._seen.get((n, k), 0) + 1
+            window = self._seen[n] = self._seen.get(n, 0) + 1  # (windows at n)
             anchor = self._anchor.get(n)
             if anchor is None or anchor[0] == k or seen > anchor[1]:
                 left = (1 - DRIFT_RATE) * residual  # (over the drift it just moved)
                 kept = left if anchor is None or anchor[0] != k else anchor[2] + ANCHOR_RATE * (left - anchor[2])
-                self._anchor[n] = (k, seen, kept)
-            elif self.overhead.get(n, 0.0) < OVERHEAD_GATE * self._entries(n, (anchor[0],), length)[0]:
+                self._anchor[n] = (k, seen, kept, window)
+            elif (window - anchor[3] <= ANCHOR_FRESH
+                  and self.overhead.get(n, 0.0) < OVERHEAD_GATE * self._entries(n, (anchor[0],), length)[0]):
                 # against what the anchor's windows left over the drift (the drift lags a change of the machine's
                 # speed; and the anchor's own windows, where it stopped running, would go stale)
                 scale = math.exp(max(COST_SMOOTHING, 1.0 / (ENTRY_PRIOR + seen - 1)) * (residual - anchor[2]))
