@@ -219,9 +219,10 @@ class CostTable:
     overhead: dict[int, float] = field(default_factory=dict)
     # n -> decayed [windows, Σx, Σy, Σx², Σxy] of the overhead's fit (observe)
     _fits: dict = field(init=False, default_factory=dict, repr=False)
-    # (n, draft) -> its windows observed (not switched), n -> every draft's; n -> (the draft with the most of them, their
-    # number, what its windows' log-times left over the drift, faded by ANCHOR_RATE, n's window count at its last)
+    # (n, draft) -> its windows observed (not switched, not probes); n -> every draft's; n -> (the draft with the most
+    # of them, their number, what its windows' log-times left over the drift, faded by ANCHOR_RATE, n's windows then)
     _seen: dict = field(init=False, default_factory=dict, repr=False)
+    _windows: dict = field(init=False, default_factory=dict, repr=False)
     _anchor: dict = field(init=False, default_factory=dict, repr=False)
     _keys_of: dict = field(init=False, default_factory=dict, repr=False)  # (n, draft) -> its keys (_keys)
 
@@ -371,7 +372,7 @@ class CostTable:
         scale = math.exp(COST_SMOOTHING * (1 - DRIFT_RATE) * residual)  # (the anchor's, a probe's)
         if not probe:
             seen = self._seen[(n, k)] = self._seen.get((n, k), 0) + 1
-            window = self._seen[n] = self._seen.get(n, 0) + 1  # (windows at n)
+            window = self._windows[n] = self._windows.get(n, 0) + 1
             anchor = self._anchor.get(n)
             if anchor is None or anchor[0] == k or seen > anchor[1]:
                 left = (1 - DRIFT_RATE) * residual  # (over the drift it just moved)
