@@ -340,18 +340,18 @@ class CostTable:
         reference that stood still where the anchor stopped running, chain:16's entry fell 15 % below its cost at
         batch 1 and auto ran it for 553 windows: 0.930x the best fixed draft), while the anchor ran within the last
         ANCHOR_FRESH windows (a draft that runs alone has nothing to be told apart from: the drift takes its windows),
-        and each moves its entry as a mean of its windows
-        and ENTRY_PRIOR pseudo-windows of the startup timing would (at least COST_SMOOTHING): a draft that runs
-        rarely had kept a startup entry timed in a slow minute for good (tree:16 16 % high against chain:8 at batch 1,
-        never chosen again after its measurement: bench/results/2026-11-28-cpu-s28/NOTES.md section 4; a tree
-        measurement's burst gives it such windows, AutoBudget._choose). Not a probe's window (`probe`: it costs over
-        its entry what probes do, probe_factor): it moves the entry at the slow rate only, as every window did before;
-        nor where the batch size has an overhead of some size (OVERHEAD_GATE; _fit_overhead): a line through its
-        drafts' windows says what they cost apart, for the drafts not run too (chain:8's entry, learnt from its windows
-        between AR's, took what the overhead is for: a window's fixed work, which prices every draft). Replayed
-        (bench/results/2026-12-07-cpu-s29): learning fast from the probes' windows too, auto / the best fixed draft at
-        batch 8 was 0.956 against 0.969 before; as here, 0.970. Gated at any overhead, tree:16's entry was never learnt
-        at batch 1 (the replays' fits find small intercepts in their tables' noise)."""
+        and each moves its entry as a mean of its windows and ENTRY_PRIOR pseudo-windows of the startup timing would (at
+        least COST_SMOOTHING): a draft that runs rarely had kept a startup entry timed in a slow minute for good
+        (tree:16 16 % high against chain:8 at batch 1, never chosen again after its measurement:
+        bench/results/2026-11-28-cpu-s28/NOTES.md section 4; a tree measurement's burst gives it such windows,
+        AutoBudget._choose). Not a probe's window (`probe`: it costs over its entry what probes do, probe_factor): it
+        moves the entry at the slow rate only, as every window did before; nor where the batch size has an overhead of
+        some size (OVERHEAD_GATE; _fit_overhead): a line through its drafts' windows says what they cost apart, for the
+        drafts not run too (chain:8's entry, learnt from its windows between AR's, took what the overhead is for: a
+        window's fixed work, which prices every draft). Replayed (bench/results/2026-12-07-cpu-s29): learning fast from
+        the probes' windows too, auto / the best fixed draft at batch 8 was 0.956 against 0.969 before; as here, 0.970.
+        Gated at any overhead, tree:16's entry was never learnt at batch 1 (the replays' fits find small intercepts in
+        their tables' noise)."""
         if not self.refine or seconds_per_step <= 0:
             return
         if switched:
@@ -605,7 +605,7 @@ class TreeClock:
 
     windows: int = 0
     since_s: float = 0.0
-    # (tree size, windows left, its batch's size) of a measurement's burst under way (AutoBudget._choose)
+    # (tree size, windows left) of a measurement's burst under way, at one request (AutoBudget._choose)
     burst: tuple | None = None
 
 
@@ -1143,11 +1143,11 @@ class AutoBudget:
         if best.size > 1 and not self.curve.steps():  # drafting pays at the prior, nothing measured yet: the
             return Draft("chain", self.block_size)  # largest chain measures every position (a batch AR suits waits)
         clock.since_s += now[best]
-        # a measurement's burst goes on (paid for already), for its batch or what is left of it (a batch that a request
+        # a measurement's burst goes on (paid for already) while the batch is one request (a batch that a request
         # joined, or the next one, is priced anew: replayed at batch 8, a burst planned at a batch's last request went
         # on in the next batch of 8, where a tree:16 window costs ~5 AR windows: 0.97 -> 0.94x the best fixed draft)
-        if burst is not None and len(requests) <= burst[2] and burst[0] in self._unmeasured():
-            clock.burst = (burst[0], burst[1] - 1, burst[2]) if burst[1] > 1 else None
+        if burst is not None and len(requests) == 1 and burst[0] in self._unmeasured():
+            clock.burst = (burst[0], burst[1] - 1) if burst[1] > 1 else None
             self._measuring = True
             return Draft("tree", burst[0])
         # in an AR stretch a tree window is a probe as far as its cost goes: the drafter takes in the pending rows
@@ -1171,7 +1171,7 @@ class AutoBudget:
                 near = not held and _chance(rates[tree] / rates[best], self.explore_spread) >= BURST_CHANCE
                 burst = min(TREE_BURST, max(left, 1)) if near and len(requests) == 1 else 1
                 clock.since_s, self._held_s = -(burst - 1) * measuring[size] / self.explore_share, 0.0
-                clock.burst = (size, burst - 1, len(requests)) if burst > 1 else None
+                clock.burst = (size, burst - 1) if burst > 1 else None
                 self._measuring = True
                 if held:
                     self._probing = tree  # its window teaches probe_factor, as a probe's does
