@@ -9,10 +9,10 @@ setup(
     # torch is pinned by the install instructions (a CPU wheel here, CUDA on GPU hosts); a range lets either satisfy it.
     install_requires=[
         "torch>=2.5",
-        # < 5.25: transformers 5.25.0 (which also pulls the `kernels` package) breaks the linear-attention layers of the
-        # hybrid targets (qwen3_5, qwen3_next): IndexError in cache_utils.get_recurrent_states_to_keep on a plain
-        # chain step (tests/test_hf_tree.py::test_hybrid_target_refuses_trees; 5.24.0 passes). Found 2026-12-07.
-        "transformers>=4.57,<5.25",
+        # < 5.26: tested through 5.25.0. The hybrid targets' linear-attention layers (qwen3_5, qwen3_next) call into the
+        # Cache interface dflash-trt implements (models/hf_target.py, models/linear_states.py), and it grows between
+        # minor releases: 5.25 added get_recurrent_states_to_keep, which broke every chain step until implemented.
+        "transformers>=4.57,<5.26",
         "safetensors>=0.4",
         "tokenizers>=0.20",
         "numpy>=1.24",

@@ -139,6 +139,9 @@ class HfKVCache(SlotLengths, Cache):
     def has_previous_state(self, layer_idx: int | None = None, state_idx: int | None = None) -> bool:
         return self.linear is not None
 
+    def get_recurrent_states_to_keep(self, layer_idx: int | None = None) -> int:
+        return self._linear().get_recurrent_states_to_keep(layer_idx)
+
     def get_conv_state(self, layer_idx: int, state_idx: int = 0) -> torch.Tensor:
         return self._linear().get_conv_state(layer_idx, state_idx)
 

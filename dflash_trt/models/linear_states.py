@@ -241,6 +241,11 @@ class LinearStates:
     def has_previous_state(self, layer_idx: int | None = None, state_idx: int | None = None) -> bool:
         return True
 
+    def get_recurrent_states_to_keep(self, layer_idx: int | None = None) -> int:
+        """0: no intermediate recurrent states (transformers asks from 5.25 on, as the past is recorded). A rollback
+        replays the committed tokens' recorded inputs instead (`end`)."""
+        return 0
+
     def get_conv_state(self, layer_idx: int, state_idx: int = 0) -> torch.Tensor:
         """The rows' conv states [N, channels, kernel] (a copy: the layer may not alter the stored one)."""
         return self.conv[layer_idx][self._where(self._read)]
