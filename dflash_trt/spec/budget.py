@@ -778,6 +778,10 @@ class AutoBudget:
     _ending: set = field(init=False, default_factory=set)  # requests forgotten while their steps wait to be taken in
     _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
+    # (requests, draft) of the last exploring window in an AR stretch (a probe, or a tree measurement there) until its
+    # observations come: they are taken in at once (prepare), and until then no AR window is held (hold)
+    _exploring: tuple | None = field(init=False, default=None)
+    _explored: bool = field(init=False, default=False)  # ... they came: the next prepare() takes them in
     _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states, pricing)
     _pricing: tuple | None = field(init=False, default=None)  # (its key, windows it may still serve, _priced's tuple)
     # (batch, tables, calibration): its expected tokens, calibrated and raw
@@ -972,6 +976,8 @@ class AutoBudget:
             return self._take_ahead(ahead)
         self._probe_wait, self._tree_wait, self._curve_drafts = None, None, False
         self._last = self._choose(requests, left, length)
+        if self._probing is not None:
+            self._exploring = (tuple(requests), self._last)
         # what its window is expected to accept, for the calibration (observe_window); not a probe's (nor a tree
         # measurement's in an AR stretch): its drafter sees the context the AR windows left pending, or none of it,
         # and accepts less for that — a drafting window on merit does not (held at AR through the server at 4
@@ -1013,7 +1019,7 @@ class AutoBudget:
         if self._last is not None and self._last.size > 1:
             return self._hold_drafting(steps, left, length)
         self.hold_limits = (None, 0)
-        if self._probe_wait is None or self._pricing is None:
+        if self._probe_wait is None or self._pricing is None or self._exploring is not None:
             return 0
         held_cost, probe_regret = self._probe_wait
         limit = min(self._pricing[1], LENGTH_STEP // steps)
@@ -1340,7 +1346,8 @@ class AutoBudget:
          self._measuring, self._probing) = state
 
     def prepare(self, now: bool = False, tables: bool = True) -> None:
-        """Take the kept observations in once they hold REFRESH_STEPS steps (or nothing was measured yet), or `now`
+        """Take the kept observations in once they hold REFRESH_STEPS steps or a probe's (observe_window), or nothing
+        was measured yet, or `now`
         (a scheduler whose device runs the window meanwhile, where taking them in costs the window nothing), and
         bring the E-by-depth tables up to date with what was taken in: per row of counts (row 0: a request not
         observed yet, the global curve), E[τ] of its chain and of each tree size at every cap — every request at once
@@ -1349,7 +1356,7 @@ class AutoBudget:
         runs the window, so that choose() only looks rows up. Not the tables where no window follows (`tables`
         False: a batch's end, where the budget may be dropped with its scheduler; the next choice makes them, the
         same): ~150 us a request at batch 1 on this CPU, for a budget per generate call."""
-        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or not self.curve.steps()):
+        if self._pending and (now or self._pending_steps >= REFRESH_STEPS or self._explored or not self.curve.steps()):
             self._take_in()
         if tables:
             self._prepare_tables()
@@ -1539,11 +1546,18 @@ class AutoBudget:
         its drafter never made, at the depth where its text ended). Kept
         until prepare() takes them in (every REFRESH_STEPS steps: with one-step windows, numpy's per-call cost per
         window had made auto's windows ~5 % dearer on this CPU at batch 1; every 16 steps instead of 4: auto 2-3 %
-        faster in-process at batch 1, level at batch 8, and replayed on traces its choices lose nothing to the lag)."""
+        faster in-process at batch 1, level at batch 8, and replayed on traces its choices lose nothing to the lag) —
+        but a probe's, or a tree measurement's in an AR stretch, at the next prepare(): its steps are what it ran for,
+        and the AR windows after it add none (kept, a probe's one step waited for 15 more probes: a replayed server at
+        concurrency 8 ran AR on its first steps' curve for ~250 windows; auto / the best fixed 0.939 -> 0.968 with
+        this. Taking in every drafted step an AR window follows instead reached 0.978 there, but static batches of 8
+        and 16 lost ~1 %: their first steps' curve is low, and the lag had kept it out of the drain's choices)."""
         if draft.size < 2:
             self._fade(requests, taus)
             return
         requests, taus = tuple(requests), [list(t) for t in taus]  # (kept: the caller's lists may change)
+        if self._exploring == (requests, draft):
+            self._exploring, self._explored = None, True
         expected = self._chosen.pop((requests, draft), None) if self._chosen else None  # (calibrated at the take-in)
         if expected is None and self._paired is not None and self._paired[0] == (requests, draft):
             expected = self._paired[1]  # a held window's, handed over at its hold's end (hold)
@@ -1587,6 +1601,7 @@ class AutoBudget:
         """The kept windows' steps, every request's at once (numpy): the calibration's pairs, the drafter's curve, each
         request's decayed counts (its steps in order), the trees' paired counts; then the rows of the requests that
         ended meanwhile are freed."""
+        self._explored = False
         self._count_steps()
         ending, self._ending = self._ending, set()
         for request_id in ending:
