@@ -779,7 +779,7 @@ class AutoBudget:
     _pending: list = field(init=False, default_factory=list)  # windows observed, not taken in yet (observe_window)
     _pending_steps: int = field(init=False, default=0)  # ... their steps (the most any request took per window)
     # (requests, draft) of the last exploring window in an AR stretch (a probe, or a tree measurement there) until its
-    # observations come: they are taken in at once (prepare), and until then no AR window is held (hold)
+    # observations come: they are taken in at once (prepare), and until then no window is held (hold)
     _exploring: tuple | None = field(init=False, default=None)
     _explored: bool = field(init=False, default=False)  # ... they came: the next prepare() takes them in
     _ahead: tuple | None = field(init=False, default=None)  # choose_ahead's: (batch key, draft, decision states, pricing)
@@ -1016,10 +1016,12 @@ class AutoBudget:
         A batch drafting on merit (_hold_drafting): the windows choose() would price as this one — its pricing served
         again (its batch, caps, cache length's bucket, estimates and calibration standing), no tree measurement near,
         no take-in due — so each of them is this draft, exactly."""
+        self.hold_limits = (None, 0)
+        if self._exploring is not None:  # a probe's observations are due: the window after them is priced anew
+            return 0
         if self._last is not None and self._last.size > 1:
             return self._hold_drafting(steps, left, length)
-        self.hold_limits = (None, 0)
-        if self._probe_wait is None or self._pricing is None or self._exploring is not None:
+        if self._probe_wait is None or self._pricing is None:
             return 0
         held_cost, probe_regret = self._probe_wait
         limit = min(self._pricing[1], LENGTH_STEP // steps)
@@ -1070,7 +1072,6 @@ class AutoBudget:
         Why: at batch 1 on this CPU (fixture pair, chain:8 windows of ~4.4 ms) auto's windows cost ~67 us more host
         time than a fixed draft's (0.127 against 0.060 ms mean between a window's model step and the next, 2026-11-27):
         choose, the cost table's and the estimates' bookkeeping, each cold after the model step."""
-        self.hold_limits = (None, 0)
         pricing = self._pricing
         if (pricing is None or self._probing is not None or self._measuring or self._last != pricing[2][4]
                 or pricing[0][3] != self._last
