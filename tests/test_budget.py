@@ -1082,7 +1082,8 @@ def test_a_tree_measurement_in_bursts_teaches_the_trees_cost_entry():
     for true, bursts in ((5.5, True), (7.0, False)):  # the tree's cost against 5.0 for every chain
         costs = flat_costs(k1=1.0, drafting=5.0, sizes=(1,), trees=(16,))
         costs[(1, t16)] = true * 1.16
-        budget = AutoBudget(16, CostTable(costs), trees=(16,), tree_probe_every=4, explore_share=0.05)
+        # (the table gets a copy: it refines its entries in place, and the loop below reads the true costs)
+        budget = AutoBudget(16, CostTable(dict(costs)), trees=(16,), tree_probe_every=4, explore_share=0.05)
         budget.observe("a", chain(16), [5] * 10)  # chain:16 is best (the anchor); the tree is priced above it
         last, runs = None, []
         for _ in range(400):
