@@ -314,7 +314,8 @@ def main(argv=None) -> int:
                         "(--seed): the startup timing's own noise, whose errors the online refinement has to undo "
                         "(default 0: the table as measured)")
     p.add_argument("--seed", type=int, default=0,
-                   help="the noise's seed (--time-noise, --machine-drift): a change to the choice is judged over several")
+                   help="the noise's seed (--time-noise, --machine-drift, --startup-noise): a change to the choice is "
+                        "judged over several")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
 
@@ -356,7 +357,8 @@ def main(argv=None) -> int:
         import random
 
         rng = random.Random(f"startup {args.seed}")
-        factor = {key: math.exp(rng.gauss(0.0, args.startup_noise)) for key in sorted({k[:2] for k in believed}, key=str)}
+        entries = sorted({key[:2] for key in believed}, key=str)
+        factor = {key: math.exp(rng.gauss(0.0, args.startup_noise)) for key in entries}
         believed = {key: s * factor[key[:2]] for key, s in believed.items()}
     report = {"date": datetime.date.today().isoformat(), "platform": platform.platform(), "torch": torch.__version__,
               "settings": vars(args), "window_costs_ms": {f"{n} {d}": s * 1e3 for (n, d), s in sorted(window.items())},

@@ -142,3 +142,20 @@ def test_windows_of_several_steps_replay_the_same_steps_and_hand_over_a_window_l
     sim.simulate(traces, 1, budget, CostTable(costs, refine=False).cost, block, steps=4)
     assert seen[0] == 0 and seen[1] == 0  # the first window's steps are not seen by the second window's choice
     assert seen[2] > 0 and budget.curve.trials[0] > 0  # ... but by the third's
+
+
+def test_the_machine_drift_walks_on_the_replays_clock(setup):
+    """--machine-drift: the machine's speed is a walk over the replay's seconds, the same for every policy at a seed,
+    not one step per window (which had walked a replay of many cheap windows further than one of few dear ones). Where
+    every window costs twice as much, its windows meet the walk at twice the times: not just twice the seconds, as a
+    walk per window gave; with no drift, exactly twice."""
+    engine, _, sim, traces = setup
+    block, ar = engine.drafter.block_size, Draft("chain", 1)
+
+    def seconds(scale: float, drift: float) -> float:
+        return sim.simulate(traces, 1, ar, lambda n, d: scale * 1e-3, block, drift=drift, seed=3)[1]
+
+    assert seconds(2.0, 0.0) == pytest.approx(2 * seconds(1.0, 0.0))
+    walked, doubled = seconds(1.0, 0.05), seconds(2.0, 0.05)
+    assert doubled != pytest.approx(2 * walked, rel=1e-3)
+    assert seconds(1.0, 0.05) == walked  # (seeded)
