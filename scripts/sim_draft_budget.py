@@ -33,7 +33,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import platform
+import random
 import sys
 import time
 from pathlib import Path
@@ -142,17 +144,15 @@ def simulate(traces, batch_size, policy, cost, block_size, continuous=False, noi
     with steps N(0, drift) per DRIFT_GRID seconds of the replay's clock (a shared CPU; about a window at batch 1 on this
     CPU), seeded: every policy replayed with a seed meets the same machine at the same time, whatever its windows
     (per window instead, a policy of many cheap windows, AR's, walked ~4x as far as a drafting one in the same run)."""
-    import math
-    import random
-
     from dflash_trt.spec.budget import Draft
 
     rng, machine, speeds = random.Random(seed), random.Random(f"walk {seed}"), [0.0]
 
     def speed_at(t):
-        while len(speeds) <= int(t / DRIFT_GRID):
+        step = int(t / DRIFT_GRID)
+        while len(speeds) <= step:
             speeds.append(speeds[-1] + machine.gauss(0.0, drift))
-        return speeds[int(t / DRIFT_GRID)]
+        return speeds[step]
 
     fixed = isinstance(policy, Draft)
     tokens, seconds, taus = sum(t["tokens"] for t in traces), 0.0, []
@@ -353,9 +353,6 @@ def main(argv=None) -> int:
         startup = {"|".join(map(str, key)): s for key, s in engine.draft_costs.items()}
     window, table, plain_ar, believed = cost_tables(raw, startup)
     if args.startup_noise:
-        import math
-        import random
-
         rng = random.Random(f"startup {args.seed}")
         entries = sorted({key[:2] for key in believed}, key=str)
         factor = {key: math.exp(rng.gauss(0.0, args.startup_noise)) for key in entries}
