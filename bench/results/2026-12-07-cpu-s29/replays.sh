@@ -12,15 +12,7 @@ for s in $(seq 1 $seeds); do
   for v in "$@"; do
     for mode in "" "--continuous"; do
       out=$(PYTHONPATH=/tmp/s29/$v:. python scripts/sim_draft_budget.py --traces $d/traces.json --costs $d/costs.json --batch-sizes 1,8,16 $mode --time-noise 0.05 --seed $s --output /tmp/s29/replay-$v 2>&1)
-      echo "$out" | grep -E "^(batch|concurrency)" | python -c "
-import sys, re
-for line in sys.stdin:
-    kind, n = line.split()[0], line.split()[1].rstrip(':')
-    vals = dict(re.findall(r'(\S+) ([0-9.]+)x', line))
-    fixed = {k: float(v) for k, v in vals.items() if k not in ('auto', 'oracle', 'ar')}
-    best = max(fixed, key=fixed.get)
-    print(f'seed $s $v {kind:11s} {n:>2s} auto/AR {float(vals[\"auto\"]):.3f} auto/best fixed ({best}) {float(vals[\"auto\"]) / fixed[best]:.3f}')
-"
+      echo "$out" | grep -E "^(batch|concurrency)" | python bench/results/2026-11-28-cpu-s28/replay_ratios.py $s $v
     done
   done
 done
