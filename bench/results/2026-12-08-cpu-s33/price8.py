@@ -24,22 +24,14 @@ def hook(cls, kind):
         return o(self, n, draft, sps, length)
     cls.observe_time = observe_time
 hook(bm.AutoBudget, "auto"); hook(bm.Fixed, "fixed")
-o2 = bm.AutoBudget.observe_window
-def observe_window(self, requests, draft, taus, *a, **kw):
-    if len(requests) == size:
-        out.write(json.dumps(dict(ev="taus", d=str(draft), taus=[list(t) for t in taus])) + "\n")
-    return o2(self, requests, draft, taus, *a, **kw)
-bm.AutoBudget.observe_window = observe_window
-o3 = bm.Fixed.observe_window
-def fobserve_window(self, requests, draft, taus, *a, **kw):
-    if len(requests) == size:
-        out.write(json.dumps(dict(ev="ftaus", d=str(draft), taus=[list(t) for t in taus])) + "\n")
-    return o3(self, requests, draft, taus, *a, **kw)
-bm.Fixed.observe_window = fobserve_window
-o4 = bm.Fixed.choose
-def fchoose(self, requests, *a, **kw):
-    return o4(self, requests, *a, **kw)
-_gen = None
+def hook_window(cls, ev):
+    o = cls.observe_window
+    def observe_window(self, requests, draft, taus, *a, **kw):
+        if len(requests) == size:
+            out.write(json.dumps(dict(ev=ev, d=str(draft), taus=[list(t) for t in taus])) + "\n")
+        return o(self, requests, draft, taus, *a, **kw)
+    cls.observe_window = observe_window
+hook_window(bm.AutoBudget, "taus"); hook_window(bm.Fixed, "ftaus")
 from dflash_trt.engines import torch_engine
 g0 = torch_engine.TorchEngine.generate
 def gen(self, prompts, *a, **kw):
